@@ -1,0 +1,48 @@
+# Shared by ci/demo and ci/test: install what is missing (Debian 12 packages only), configure,
+# build incrementally. Source it; it defines sbx_setup.
+set -euo pipefail
+SBX_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SBX_BUILD=${SBX_BUILD:-$SBX_ROOT/build}
+
+# Packages and why (docs/dependencies.md has the full list).
+SBX_PACKAGES=(
+  build-essential cmake ninja-build pkg-config clang-14 libclang-rt-14-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libseccomp-dev libcgroup-dev libfmt-dev nlohmann-json3-dev
+  libnftables-dev libmnl-dev libldns-dev
+  busybox-static iproute2 nftables file
+  python3-pytest python3-jsonschema libxml2-utils
+)
+
+sbx_log() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
+
+sbx_install_deps() {
+  local missing=()
+  for p in "${SBX_PACKAGES[@]}" "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+      echo "ci: missing packages (${missing[*]}) and not root: run as root" >&2
+      exit 3
+    fi
+    sbx_log "apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+sbx_build() {
+  if [[ ! -f $SBX_BUILD/build.ninja ]]; then
+    sbx_log "configure ($SBX_BUILD)"
+    cmake -S "$SBX_ROOT" -B "$SBX_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  fi
+  sbx_log "build"
+  cmake --build "$SBX_BUILD" -- -j"$(nproc)"
+}
+
+sbx_setup() {
+  sbx_install_deps "$@"
+  sbx_build
+}

@@ -1,0 +1,1 @@
+#include "sbx/model.h"

@@ -1,0 +1,111 @@
+// Cgroups for sandboxes, v1 (hybrid) and v2: detected, never assumed.
+//
+// Placement (delegation): every sandbox cgroup is created below the runtime's OWN cgroup in each
+// hierarchy (read from /proc/self/cgroup), inside a parent "sandcheck-<runtime-id>" that this
+// runtime owns. Never at a hierarchy's root, never touching cgroups we did not create.
+//
+// Thread-safety: CgroupManager is thread-safe after Open(); a Cgroup is owned by one sandbox.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sbx/status.h"
+
+namespace sbx::host {
+
+enum class CgroupVersion { kV1, kV2 };
+
+struct CgroupUsage {
+  double cpu_seconds = 0;         // v1 cpuacct.usage (NOT cpuacct.stat); v2 cpu.stat usage_usec
+  double throttled_seconds = 0;   // cpu.stat throttled_time / throttled_usec
+  int64_t memory_peak_bytes = 0;  // v1 memory.max_usage_in_bytes; v2 memory.peak (if present)
+  int64_t memory_current_bytes = 0;
+  int64_t oom_kills = 0;          // v1 memory.oom_control oom_kill; v2 memory.events oom_kill
+  int64_t pids_current = 0;
+  int64_t pids_peak = 0;          // best effort (v2 pids.peak; v1: -1 unknown)
+};
+
+class Cgroup;
+
+class CgroupManager {
+ public:
+  // Detects v1/v2, finds the runtime's own cgroup per controller (cpu, cpuacct, memory, pids,
+  // freezer on v1; the unified path on v2) and creates the runtime's parent cgroup
+  // "sandcheck-<runtime_id>" below it. kPermissionDenied without privilege,
+  // kUnsupported if a needed controller is missing.
+  static StatusOr<std::unique_ptr<CgroupManager>> Open(const std::string& runtime_id);
+  ~CgroupManager();  // removes the parent (only if empty)
+
+  CgroupVersion version() const;
+  // Creates a sandbox cgroup "<name>" under the parent in every hierarchy.
+  StatusOr<std::unique_ptr<Cgroup>> Create(const std::string& name);
+  // Names of sandbox cgroups currently under the parent (for the reaper and leak tests).
+  std::vector<std::string> List() const;
+  // Removes a leftover sandbox cgroup by name (kill all, then rmdir). For the reaper.
+  Status Reap(const std::string& name);
+  // Every directory this manager created (for leak tests): parent paths per hierarchy.
+  std::vector<std::string> ParentPaths() const;
+
+  struct Impl;
+ private:
+  explicit CgroupManager(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// One sandbox's cgroup (all hierarchies). RAII: the destructor kills what is left and removes
+// the directories. Not copyable.
+class Cgroup {
+ public:
+  ~Cgroup();
+  Cgroup(const Cgroup&) = delete;
+  Cgroup& operator=(const Cgroup&) = delete;
+
+  // RES-1: cfs quota = millicores * period / 1000 with period 100 ms. 0 = no cap.
+  Status SetCpuMillicores(int64_t millicores);
+  // RES-2: memory limit (v1: memory.limit_in_bytes and memsw if present; v2: memory.max,
+  // memory.swap.max=0). OOM kill stays enabled.
+  Status SetMemoryBytes(int64_t bytes);
+  // RES-4: pids.max.
+  Status SetPidsMax(int64_t pids);
+
+  // Moves a process (all its threads, v1: cgroup.procs) into every hierarchy of this cgroup.
+  Status Attach(pid_t pid);
+  // fds of the "cgroup.procs" files, so a child between clone() and exec can attach itself
+  // by writing "0"... (v2: one fd; v1: one per hierarchy). Owned by the Cgroup.
+  std::vector<int> ProcsFds() const;
+
+  // An eventfd that becomes readable when the kernel OOM-kills in this cgroup
+  // (v1: cgroup.event_control on memory.oom_control; v2: inotify on memory.events).
+  // Returns -1 if unavailable. Owned by the Cgroup.
+  int OomEventFd();
+
+  CgroupUsage Usage() const;
+  std::vector<pid_t> Pids() const;
+  bool Empty() const;
+
+  // Freezer (v1 freezer.state; v2 cgroup.freeze), waits until FROZEN/THAWED.
+  Status Freeze();
+  Status Thaw();
+  // SIGKILL everything inside, including processes that setsid'd or double-forked:
+  // freeze, kill each pid of cgroup.procs, thaw, until empty (v2: cgroup.kill where present).
+  // Waits up to `timeout_s` for the cgroup to become empty (the caller reaps its own children).
+  Status KillAll(double timeout_s = 2.0);
+  // Sends `sig` to every process inside (for SIGTERM before the grace period).
+  Status SignalAll(int sig);
+
+  // Resets counters that can be reset (v1 memory.max_usage_in_bytes, failcnt) between execs.
+  Status ResetPeak();
+
+  const std::string& name() const;
+  std::vector<std::string> Paths() const;
+
+  struct Impl;
+  explicit Cgroup(std::unique_ptr<Impl> impl);
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sbx::host
