@@ -1,0 +1,63 @@
+// The reference runtime's public API: what sandboxctl, sandboxd, bench/ and the harness's
+// in-process "reference" driver use. Nothing else of reference/ is public.
+//
+// Thread-safety: Runtime is thread-safe; operations on different sandboxes run concurrently,
+// operations on one sandbox are serialised.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "sbx/model.h"
+#include "sbx/status.h"
+
+namespace sbx {
+
+struct RuntimeOptions {
+  std::string state_dir = "/run/sandcheck";  // what this runtime owns (for the reaper)
+  std::string image_store;                    // "" = <dir of the binary>/../images
+  std::string cache_dir;                      // "" = <state_dir>/images
+  bool start_reaper = false;                  // sweep orphans now and every second (NFR-5)
+  int net_pool_floor = 2;                     // ready network namespaces kept warm
+};
+
+struct SandboxInfo {
+  std::string id, backend, tenant, tool, template_name;
+  SandboxState state = SandboxState::kRunning;
+  double created_unix = 0;
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+
+  // kPermissionDenied when not root (with a message saying what is missing).
+  static StatusOr<std::unique_ptr<Runtime>> Open(const RuntimeOptions& options);
+
+  // What this worker can do: {"name","version","backends":[...],"features":[...]}.
+  virtual nlohmann::json Info() const = 0;
+
+  // One-shot (LC-9): allocate → initialize → inject context → execute → collect → destroy →
+  // cleanup. Never fails as a call: errors become a result with status sandbox_unavailable or
+  // tool_error and a reason.
+  virtual ExecResult Run(const ExecRequest& request) = 0;
+
+  // Persistent sandboxes (the demo's actor).
+  virtual StatusOr<std::string> Create(const SandboxSpec& spec) = 0;
+  virtual StatusOr<ExecResult> Exec(const std::string& id, const ExecSpec& exec) = 0;
+  virtual StatusOr<double> Revert(const std::string& id) = 0;   // seconds
+  virtual StatusOr<double> Suspend(const std::string& id) = 0;
+  virtual StatusOr<double> Resume(const std::string& id) = 0;
+  virtual StatusOr<double> Destroy(const std::string& id) = 0;
+  virtual Status PutFile(const std::string& id, const std::string& path,
+                         const std::string& content, int mode) = 0;
+  virtual std::vector<SandboxInfo> List() const = 0;
+
+  // Gateway decisions logged for a sandbox, as JSON objects (see net/egress.h).
+  virtual nlohmann::json GatewayLog(const std::string& id) const = 0;
+};
+
+}  // namespace sbx
