@@ -1,1 +1,224 @@
-int main() { return 0; }
+// sandboxctl: run one command in a sandbox of the reference runtime, and show what it can do.
+//
+// Exit status: 0 the command ran (whatever it did), 2 bad usage or input, 3 environment failure
+// (missing privilege, runtime cannot start), 4 the sandbox could not be provided
+// (sandbox_unavailable). Documented in docs/sandboxctl.md.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sbx/model.h"
+#include "sbx/runtime.h"
+#include "sbx/units.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitUsage = 2;
+constexpr int kExitEnv = 3;
+constexpr int kExitUnavailable = 4;
+
+constexpr const char* kUsage = R"(usage: sandboxctl COMMAND [OPTIONS]
+
+Commands:
+  run [OPTIONS] -- CMD...   run one command in a fresh sandbox (cwd /work) and print the result;
+                            a single CMD argument is run with sh -c, several are an argv
+  info                      what this worker can run (backends, features, cgroup version)
+  showcase                  the memory, CPU and timeout limits at work, as a table
+  help                      this text
+
+Options of run:
+  --json               print one JSON result object (status, state, exit, stdout, stderr,
+                       seconds, stages, usage, backend)
+  --backend NAME       native (default)
+  --cpu Q              CPU hard cap: 500m, 1.5, 2 (RES-1)
+  --memory SIZE        memory limit: 256Mi, 1G (RES-2)
+  --pids N             pids.max (RES-4)
+  --fds N              RLIMIT_NOFILE (RES-6)
+  --disk SIZE          scratch quota (RES-3)
+  --timeout SECONDS    then SIGTERM, 1 s grace, SIGKILL (RES-5); default 30
+  --env K=V            environment variable (repeatable)
+  --secret K=V         secret, handed over in memory only and zeroed after use (LC-4, LC-8)
+  --allow URL          egress rule http://HOST:PORT or tls://HOST:PORT (repeatable; EGR-1)
+  --host NAME=ADDR:PORT  where an allowed name really lives (service directory)
+  --template NAME      image/template (default: sandbox)
+  --tenant T --tool NAME --trust first_party|verified|untrusted|unverified
+
+Exit status: 0 the command ran (whatever it did); 2 bad usage or input; 3 environment failure
+(e.g. not root); 4 sandbox unavailable.
+)";
+
+struct UsageError {
+  std::string message;
+};
+
+std::string Need(const std::vector<std::string>& a, size_t& i) {
+  if (i + 1 >= a.size()) throw UsageError{fmt::format("{} needs a value", a[i])};
+  return a[++i];
+}
+
+template <typename T>
+T OrUsage(sbx::StatusOr<T> v, const std::string& flag) {
+  if (!v.ok()) throw UsageError{fmt::format("{}: {}", flag, v.status().message())};
+  return std::move(v).value();
+}
+
+void SplitKV(const std::string& flag, const std::string& kv, std::map<std::string, std::string>* out) {
+  size_t eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0) throw UsageError{fmt::format("{} '{}': expected K=V", flag, kv)};
+  (*out)[kv.substr(0, eq)] = kv.substr(eq + 1);
+}
+
+// Parses the options shared by run (and later create). Returns the index after "--".
+sbx::ExecRequest ParseRun(const std::vector<std::string>& a, bool* json) {
+  sbx::ExecRequest req;
+  size_t i = 0;
+  for (; i < a.size(); ++i) {
+    const std::string& f = a[i];
+    if (f == "--") { ++i; break; }
+    if (f == "--json") *json = true;
+    else if (f == "--backend") req.sandbox.backend = Need(a, i);
+    else if (f == "--cpu") req.sandbox.limits.cpu_millicores = OrUsage(sbx::ParseMillicores(Need(a, i)), f);
+    else if (f == "--memory") req.sandbox.limits.memory_bytes = OrUsage(sbx::ParseBytes(Need(a, i)), f);
+    else if (f == "--disk") req.sandbox.limits.disk_bytes = OrUsage(sbx::ParseBytes(Need(a, i)), f);
+    else if (f == "--pids") req.sandbox.limits.pids = OrUsage(sbx::ParseCount(Need(a, i), 1 << 22), f);
+    else if (f == "--fds") req.sandbox.limits.fds = OrUsage(sbx::ParseCount(Need(a, i), 1 << 20), f);
+    else if (f == "--timeout") req.exec.timeout_s = OrUsage(sbx::ParseSeconds(Need(a, i)), f);
+    else if (f == "--env") SplitKV(f, Need(a, i), &req.sandbox.env);
+    else if (f == "--secret") SplitKV(f, Need(a, i), &req.sandbox.secrets);
+    else if (f == "--allow") req.sandbox.egress.rules.push_back(OrUsage(sbx::ParseAllowFlag(Need(a, i)), f));
+    else if (f == "--host") {
+      std::string name, addr;
+      sbx::Status s = sbx::ParseHostFlag(Need(a, i), &name, &addr);
+      if (!s.ok()) throw UsageError{s.message()};
+      req.sandbox.hosts[name] = addr;
+    } else if (f == "--template") req.sandbox.template_name = Need(a, i);
+    else if (f == "--tenant") req.sandbox.tenant = Need(a, i);
+    else if (f == "--tool") req.sandbox.tool = Need(a, i);
+    else if (f == "--trust") req.sandbox.trust = OrUsage(sbx::ParseTrust(Need(a, i)), f);
+    else if (f == "-h" || f == "--help") throw UsageError{""};
+    else if (!f.empty() && f[0] == '-') throw UsageError{fmt::format("unknown option '{}'", f)};
+    else break;  // the command starts without "--"
+  }
+  std::vector<std::string> cmd(a.begin() + static_cast<long>(i), a.end());
+  if (cmd.empty()) throw UsageError{"run: no command given (sandboxctl run [OPTIONS] -- CMD...)"};
+  if (cmd.size() == 1) req.exec.command = cmd[0];
+  else req.exec.argv = cmd;
+  return req;
+}
+
+sbx::StatusOr<std::unique_ptr<sbx::Runtime>> OpenRuntime() {
+  sbx::RuntimeOptions o;
+  return sbx::Runtime::Open(o);
+}
+
+int EnvFailure(const sbx::Status& s) {
+  fmt::print(stderr, "sandboxctl: {}\n", s.ToString());
+  return s.code() == sbx::Code::kInvalidArgument ? kExitUsage : kExitEnv;
+}
+
+void PrintHuman(const sbx::ExecResult& r) {
+  std::fwrite(r.stdout_tail.data(), 1, r.stdout_tail.size(), stdout);
+  std::fflush(stdout);
+  std::fwrite(r.stderr_tail.data(), 1, r.stderr_tail.size(), stderr);
+  fmt::print(stderr, "[sandboxctl] status={} state={} exit={}{} seconds={:.3f} backend={}{}\n",
+             sbx::ExecStatusName(r.status), sbx::SandboxStateName(r.state), r.exit_code,
+             r.signal ? fmt::format(" signal={}", r.signal) : "", r.seconds, r.backend,
+             r.reason.empty() ? "" : " reason=\"" + r.reason + "\"");
+}
+
+int CmdRun(const std::vector<std::string>& args) {
+  bool json = false;
+  sbx::ExecRequest req = ParseRun(args, &json);
+  auto rt = OpenRuntime();
+  if (!rt.ok()) return EnvFailure(rt.status());
+  sbx::ExecResult r = (*rt)->Run(req);
+  if (json) {
+    std::cout << nlohmann::json(r).dump() << "\n";
+  } else {
+    PrintHuman(r);
+  }
+  return r.status == sbx::ExecStatus::kSandboxUnavailable ? kExitUnavailable : kExitOk;
+}
+
+int CmdInfo() {
+  auto rt = OpenRuntime();
+  if (!rt.ok()) return EnvFailure(rt.status());
+  std::cout << (*rt)->Info().dump(2) << "\n";
+  return kExitOk;
+}
+
+// The memory, CPU and timeout cases of the foundation, as a table (ci/demo until the harness).
+int CmdShowcase() {
+  auto rto = OpenRuntime();
+  if (!rto.ok()) return EnvFailure(rto.status());
+  sbx::Runtime& rt = **rto;
+  struct Case {
+    std::string label, limits, command;
+    sbx::Limits l;
+    double timeout;
+  };
+  std::vector<Case> cases = {
+      {"CPU work, no cap", "-", "sbx-cpu -n 300", {}, 60},
+      {"CPU work, 500m cap", "cpu 500m", "sbx-cpu -n 300", {.cpu_millicores = 500}, 60},
+      {"allocate 640 MiB", "memory 256Mi", "sbx-memhog 640", {.memory_bytes = 256 << 20}, 60},
+      {"sleep 1000", "timeout 1 s", "sleep 1000", {}, 1},
+      {"fork bomb", "pids 64", "sbx-forkbomb", {.pids = 64}, 3},
+      {"write 100 MiB", "disk 64Mi", "dd if=/dev/zero of=/work/big bs=1M count=100", {.disk_bytes = 64 << 20}, 30},
+  };
+  fmt::print("{:<22} {:<14} {:<18} {:<9} {:>5} {:>8}  {}\n", "case", "limit", "status", "state", "exit",
+             "seconds", "evidence");
+  double base_wall = 0;
+  for (const Case& c : cases) {
+    sbx::ExecRequest req;
+    req.sandbox.limits = c.l;
+    req.exec.command = c.command;
+    req.exec.timeout_s = c.timeout;
+    sbx::ExecResult r = rt.Run(req);
+    std::string evidence;
+    if (c.command.rfind("sbx-cpu", 0) == 0) {
+      if (base_wall == 0) base_wall = r.seconds;
+      evidence = fmt::format("wall {:.2f}x of uncapped, host CPU {:.2f} s", r.seconds / base_wall,
+                             r.usage.cpu_seconds);
+    } else if (r.usage.oom_kills > 0) {
+      evidence = fmt::format("OOM kills {}, peak {} MiB", r.usage.oom_kills, r.usage.memory_peak_bytes >> 20);
+    } else if (!r.reason.empty()) {
+      evidence = r.reason;
+    }
+    fmt::print("{:<22} {:<14} {:<18} {:<9} {:>5} {:>8.2f}  {}\n", c.label, c.limits,
+               sbx::ExecStatusName(r.status), sbx::SandboxStateName(r.state), r.exit_code, r.seconds,
+               evidence);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? kExitUsage : kExitOk;
+  }
+  std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (cmd == "run") return CmdRun(rest);
+    if (cmd == "info") return CmdInfo();
+    if (cmd == "showcase") return CmdShowcase();
+    throw UsageError{fmt::format("unknown command '{}'", cmd)};
+  } catch (const UsageError& e) {
+    if (e.message.empty()) {
+      std::fputs(kUsage, stdout);
+      return kExitOk;
+    }
+    fmt::print(stderr, "sandboxctl: {}\n(see sandboxctl help)\n", e.message);
+    return kExitUsage;
+  }
+}

@@ -57,6 +57,7 @@ struct ExecSpec {
   std::vector<std::string> argv;   // if empty, `command` is run as sh -c
   std::string command;
   std::map<std::string, std::string> env;
+  std::map<std::string, std::string> secrets;  // per command (pooled sandboxes); LC-4, LC-8
   std::string stdin_data;
   double timeout_s = 30;
   double grace_s = 1;              // RES-5: SIGTERM → grace → SIGKILL

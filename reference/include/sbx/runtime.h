@@ -5,6 +5,7 @@
 // operations on one sandbox are serialised.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,8 +21,18 @@ struct RuntimeOptions {
   std::string state_dir = "/run/sandcheck";  // what this runtime owns (for the reaper)
   std::string image_store;                    // "" = <dir of the binary>/../images
   std::string cache_dir;                      // "" = <state_dir>/images
-  bool start_reaper = false;                  // sweep orphans now and every second (NFR-5)
+  std::string init_path;                      // "" = sbx-init beside the binary or in ../bin
+  std::string snapshot_dir = "/var/lib/sandcheck/snapshots";  // durable snapshots (SNAP-2)
+  bool start_reaper = false;                  // sweep orphans now and every interval (NFR-5)
+  double reaper_interval_s = 1.0;
   int net_pool_floor = 2;                     // ready network namespaces kept warm
+  bool warm_pool = false;                     // Run() takes pre-initialised sandboxes (POOL-*)
+  int pool_floor = 1, pool_ceiling = 8;       // fresh sandboxes per pool (POOL-6)
+  // LC-10: a trusted pooled sandbox is reset and reused by the same tenant + tool; false keeps
+  // every sandbox ephemeral (LC-9: one execution, then destroyed).
+  bool pool_reuse = true;
+  // SEL-2: minimum isolation per tenant, by backend name ("gvisor", ...).
+  std::map<std::string, std::string> tenant_floors;
 };
 
 struct SandboxInfo {
@@ -58,6 +69,9 @@ class Runtime {
 
   // Gateway decisions logged for a sandbox, as JSON objects (see net/egress.h).
   virtual nlohmann::json GatewayLog(const std::string& id) const = 0;
+
+  // Waits until background work (reclaim after Destroy/Revert, spare instances) is done.
+  virtual void Drain() {}
 };
 
 }  // namespace sbx

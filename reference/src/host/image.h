@@ -11,8 +11,8 @@
 namespace sbx::host {
 
 struct Image {
-  std::string digest;       // "sha256:<64 hex>"
-  std::string rootfs_dir;   // unpacked, read-only lower layer
+  std::string digest;      // "sha256:<64 hex>"
+  std::string rootfs_dir;  // unpacked, read-only lower layer
 };
 
 class ImageStore {

@@ -1,0 +1,443 @@
+#include "checks.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "evidence.h"
+#include "json_strict.h"
+#include "stats.h"
+
+namespace sandcheck {
+namespace {
+
+using nlohmann::json;
+
+struct Verdict {
+  Outcome outcome = Outcome::kFail;
+  std::string reason;
+  json evidence = json::object();
+};
+
+Verdict Pass(std::string reason) { return {Outcome::kPass, std::move(reason), json::object()}; }
+Verdict Fail(std::string reason) { return {Outcome::kFail, std::move(reason), json::object()}; }
+
+std::string Trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+// "exit 1: wget: bad address 'x'" — the short story of a failed command.
+std::string Told(const ExecAnswer& a) {
+  std::string last;
+  for (const std::string* s : {&a.stderr_text, &a.stdout_text}) {
+    std::string t = Trimmed(*s);
+    if (t.empty()) continue;
+    last = t.substr(t.rfind('\n') == std::string::npos ? 0 : t.rfind('\n') + 1);
+    break;
+  }
+  std::string head = a.status == "ok" ? fmt::format("exit {}", a.exit_code)
+                                      : fmt::format("status {}, state {}, exit {}", a.status,
+                                                    a.state, a.exit_code);
+  return last.empty() ? head : fmt::format("{}: {}", head, last.substr(0, 200));
+}
+
+bool Ran(const ExecAnswer& a) { return a.status == "ok" || a.status == "timeout"; }
+
+json DecisionsFor(const json& log, const std::string& needle) {
+  json out = json::array();
+  if (!log.is_array()) return out;
+  for (const auto& d : log) {
+    if (d.is_object() && d.value("destination", std::string()).find(needle) != std::string::npos)
+      out.push_back(d);
+  }
+  return out;
+}
+
+Verdict AllowedDownload(TaskRecord& t, const json& p, const TargetInfo& info) {
+  const ExecAnswer& a = t.task->answer;
+  NetEvidence net = ClassifyNetwork(a.stdout_text, a.stderr_text);
+  std::string content = p["content"], file = p["file"], host = p["host"];
+  Verdict v;
+  v.evidence["network"] = net.ToJson();
+  bool saved = a.status == "ok" && a.exit_code == 0 &&
+               a.stdout_text.find(content) != std::string::npos &&
+               (file.empty() || a.stdout_text.find(file) != std::string::npos);
+  t.refused = !saved;
+  v.evidence["downloaded"] = saved;
+  if (!saved) {
+    t.got = a.status != "ok" ? fmt::format("{}, {}", a.status, a.state)
+                             : (net.wget != WgetOutcome::kNotRun ? net.Summary() : Told(a));
+    v.outcome = Outcome::kFail;
+    v.reason =
+        fmt::format("the allowed download failed ({}); expected exit 0 and \"{}\"{}", Told(a),
+                    content, file.empty() ? "" : fmt::format(" and {} listed", file));
+    return v;
+  }
+  t.got = "file saved, exit 0";
+  if (!info.Has("egress.log")) {
+    v.evidence["gateway"] = "not offered by the target (feature egress.log)";
+    return {
+        Outcome::kPass,
+        fmt::format("\"{}\" saved and listed, exit 0 (the target offers no gateway log)", content),
+        v.evidence};
+  }
+  json allowed = json::array();
+  for (const auto& d : DecisionsFor(t.gateway, host)) {
+    if (d.value("verdict", std::string()) == "allow") allowed.push_back(d);
+  }
+  v.evidence["gateway"] = DecisionsFor(t.gateway, host);
+  if (allowed.empty()) {
+    v.outcome = Outcome::kFail;
+    v.reason = fmt::format(
+        "the file came back but the gateway log shows no 'allow' for {}: it did not go "
+        "through the gateway",
+        host);
+    return v;
+  }
+  v.outcome = Outcome::kPass;
+  v.reason = fmt::format("\"{}\" saved, exit 0, through the gateway ({} allow decision(s) for {})",
+                         content, allowed.size(), host);
+  return v;
+}
+
+Verdict NameNotResolved(TaskRecord& t, const json& p) {
+  const ExecAnswer& a = t.task->answer;
+  NetEvidence net = ClassifyNetwork(a.stdout_text, a.stderr_text);
+  std::string name = p["name"];
+  bool need_nx = p["require_nxdomain"];
+  Verdict v;
+  v.evidence["network"] = net.ToJson();
+  t.got = net.Summary();
+  t.refused = net.wget != WgetOutcome::kOk;
+  if (!Ran(a)) {
+    t.got = fmt::format("{}, {}", a.status, a.state);
+    return {Outcome::kFail, fmt::format("the command did not run: {}", Told(a)), v.evidence};
+  }
+  if (net.lookup == LookupOutcome::kResolved) {
+    v.reason = fmt::format("{} resolved ({})", name, net.lookup_line);
+  } else if (net.wget == WgetOutcome::kNotRun) {
+    v.reason = fmt::format("no wget outcome in the output ({})", Told(a));
+  } else if (net.wget != WgetOutcome::kBadAddress) {
+    v.reason = fmt::format("{} resolved: wget went on to '{}'{}", name, net.Summary(),
+                           net.wget_line.empty() ? "" : " (" + net.wget_line + ")");
+  } else if (need_nx && net.lookup != LookupOutcome::kNxdomain) {
+    v.reason = fmt::format(
+        "wget reports a bad address, but nslookup did not get NXDOMAIN ({}): the name "
+        "is not refused by the resolver",
+        net.lookup_line.empty() ? LookupOutcomeName(net.lookup) : net.lookup_line);
+  } else {
+    return {Outcome::kPass,
+            fmt::format("{} not resolved: {}", name,
+                        net.lookup == LookupOutcome::kNxdomain
+                            ? "NXDOMAIN, and wget reports a bad address"
+                            : "wget reports a bad address"),
+            v.evidence};
+  }
+  v.outcome = Outcome::kFail;
+  return v;
+}
+
+Verdict GatewayRefused(TaskRecord& t, const json& p, const TargetInfo& info) {
+  const ExecAnswer& a = t.task->answer;
+  NetEvidence net = ClassifyNetwork(a.stdout_text, a.stderr_text);
+  std::string address = p["address"];
+  Verdict v;
+  v.evidence["network"] = net.ToJson();
+  if (info.Has("egress.log")) v.evidence["gateway"] = DecisionsFor(t.gateway, address);
+  t.got = net.Summary();
+  t.refused = net.wget != WgetOutcome::kOk;
+  if (!Ran(a)) {
+    t.got = fmt::format("{}, {}", a.status, a.state);
+    return {Outcome::kFail, fmt::format("the command did not run: {}", Told(a)), v.evidence};
+  }
+  switch (net.wget) {
+    case WgetOutcome::kHttp403:
+      return {Outcome::kPass, fmt::format("{} met the gateway, which answered 403", address),
+              v.evidence};
+    case WgetOutcome::kOk:
+      v.reason = fmt::format("IP traffic to {} went through: data came back", address);
+      break;
+    case WgetOutcome::kUnreachable:
+    case WgetOutcome::kRefused:
+    case WgetOutcome::kTimeout:
+      v.reason = fmt::format(
+          "{} did not meet the gateway: {} ({}); the command can learn whether the address exists",
+          address, net.Summary(), net.wget_line);
+      break;
+    default:
+      v.reason =
+          fmt::format("expected 403 from the gateway for {}, got: {}", address, net.Summary());
+  }
+  v.outcome = Outcome::kFail;
+  return v;
+}
+
+Verdict CpuThrottled(TaskRecord& t, const json& p) {
+  const ExecAnswer& a = t.task->answer;
+  double min_ratio = p["min_ratio"];
+  Verdict v;
+  std::vector<double> calib;
+  json runs = json::array();
+  for (const Step& s : t.calibration) {
+    runs.push_back(ExecEvidence(s));
+    if (s.answer.status == "ok" && s.answer.exit_code == 0) calib.push_back(s.wall_seconds);
+  }
+  v.evidence["calibration"] = runs;
+  v.evidence["calibration_millicores"] = p["calibration_millicores"];
+  auto inside = ParseCpuTool(a.stdout_text);
+  if (inside) {
+    // Recorded to show what the sandbox believes; never used for the verdict (SCN-5).
+    v.evidence["inside_sandbox"] = {{"wall_seconds", inside->wall_seconds},
+                                    {"cpu_seconds", inside->cpu_seconds},
+                                    {"threads", inside->threads},
+                                    {"note", "reported inside; not used for the verdict"}};
+  }
+  t.refused = false;
+  if (a.status != "ok" || a.exit_code != 0) {
+    t.got = Told(a);
+    t.refused = true;
+    return {Outcome::kFail,
+            fmt::format("the fixed work did not complete under the limit: {}", Told(a)),
+            v.evidence};
+  }
+  if (calib.empty()) {
+    t.got = fmt::format("{:.2f} s of wall time", t.task->wall_seconds);
+    return {Outcome::kFail, "the unthrottled calibration run did not complete", v.evidence};
+  }
+  double base = *std::min_element(calib.begin(), calib.end());
+  double ratio = base > 0 ? t.task->wall_seconds / base : 0;
+  v.evidence["throttled_wall_seconds"] = t.task->wall_seconds;
+  v.evidence["unthrottled_wall_seconds"] = base;
+  v.evidence["ratio"] = ratio;
+  v.evidence["min_ratio"] = min_ratio;
+  t.got = fmt::format("{:.2f} s of wall time ({:.1f}x unthrottled)", t.task->wall_seconds, ratio);
+  std::string story = fmt::format(
+      "fixed work took {:.3f} s under the limit and {:.3f} s without it: {:.2f}x "
+      "(harness wall clock)",
+      t.task->wall_seconds, base, ratio);
+  if (ratio >= min_ratio) return {Outcome::kPass, story, v.evidence};
+  return {Outcome::kFail, fmt::format("{}; a hard cap needs >= {:.2f}x", story, min_ratio),
+          v.evidence};
+}
+
+Verdict ResourceExceeded(TaskRecord& t, const json& p) {
+  const ExecAnswer& a = t.task->answer;
+  Verdict v;
+  bool ended = a.status == "resource_exceeded" || a.state == "CRASHED";
+  t.refused = a.status != "ok" || a.state != "RUNNING" || a.exit_code != 0;
+  t.got = ended ? fmt::format("{}, {}", a.status, a.state) : Told(a);
+  if (t.recover) v.evidence["recover"] = ExecEvidence(*t.recover);
+  if (!ended) {
+    std::string why =
+        a.status == "ok" && a.exit_code == 0
+            ? "the command ran to the end (no memory limit?)"
+            : "the breach was not reported (status must be resource_exceeded or state CRASHED)";
+    return {Outcome::kFail,
+            fmt::format("{}: status {}, state {}, exit {}", why, a.status, a.state, a.exit_code),
+            v.evidence};
+  }
+  std::string want = p["recover_stdout"];
+  if (!t.recover)
+    return {Outcome::kFail, "ended as expected, but the recovery command was not run", v.evidence};
+  const ExecAnswer& r = t.recover->answer;
+  std::string after = t.revert ? "after the revert" : "without a revert (the target offers none)";
+  if (r.status != "ok" || r.exit_code != 0 || Trimmed(r.stdout_text) != want) {
+    return {Outcome::kFail,
+            fmt::format("ended as {} / {}, but {} '{}' failed: {}", a.status, a.state, after,
+                        t.recover->command, Told(r)),
+            v.evidence};
+  }
+  return {Outcome::kPass,
+          fmt::format("ended as {} / {}; {} '{}' printed \"{}\"", a.status, a.state, after,
+                      t.recover->command, want),
+          v.evidence};
+}
+
+Verdict ExitOk(TaskRecord& t, const json& p) {
+  const ExecAnswer& a = t.task->answer;
+  std::string want = p["stdout_contains"];
+  t.got = Told(a);
+  t.refused = a.status != "ok" || a.exit_code != 0;
+  if (t.refused) return Fail(fmt::format("expected exit 0: {}", Told(a)));
+  if (!want.empty() && a.stdout_text.find(want) == std::string::npos) {
+    return Fail(fmt::format("stdout lacks \"{}\"", want));
+  }
+  return Pass("exit 0");
+}
+
+Verdict CleanAfterRevert(ScenarioRun& run, const json& p) {
+  int64_t want = p["expect_files"];
+  Verdict v;
+  json per = json::array();
+  std::vector<std::string> bad;
+  int checked = 0;
+  for (const TaskRecord& t : run.tasks) {
+    if (!t.ran || !t.revert) continue;
+    ++checked;
+    json e = {{"task", t.spec->id},
+              {"files_after", t.files_after ? json(*t.files_after) : json(nullptr)}};
+    if (t.clean_check) e["clean_check"] = ExecEvidence(*t.clean_check);
+    per.push_back(e);
+    if (!t.files_after) {
+      bad.push_back(fmt::format("after '{}': the file count failed ({})", t.spec->id,
+                                t.clean_check ? Told(t.clean_check->answer) : "not run"));
+    } else if (*t.files_after != want) {
+      bad.push_back(fmt::format("after '{}': {} file{}", t.spec->id, *t.files_after,
+                                *t.files_after == 1 ? "" : "s"));
+    }
+  }
+  v.evidence["after_each_task"] = per;
+  if (checked == 0) return {Outcome::kSkip, "no task ran with a revert", v.evidence};
+  if (!bad.empty())
+    return {Outcome::kFail, fmt::format("/work not clean after revert: {}", Join(bad, "; ")),
+            v.evidence};
+  return {Outcome::kPass, fmt::format("{} files in /work after each of {} reverts", want, checked),
+          v.evidence};
+}
+
+Verdict RevertMeasured(ScenarioRun& run) {
+  std::vector<double> reported, wall, first;
+  int reverts = 0;
+  for (const TaskRecord& t : run.tasks) {
+    if (!t.revert) continue;
+    ++reverts;
+    wall.push_back(t.revert->wall_seconds);
+    if (t.revert->op.seconds >= 0) reported.push_back(t.revert->op.seconds);
+    if (t.clean_check) first.push_back(t.clean_check->wall_seconds);
+  }
+  Verdict v;
+  v.evidence["revert_wall_seconds"] = StatsJson(wall);
+  v.evidence["revert_reported_seconds"] = StatsJson(reported);
+  v.evidence["first_request_after_revert_seconds"] = StatsJson(first);
+  if (reverts == 0) return {Outcome::kSkip, "no revert ran", v.evidence};
+  if (static_cast<int>(reported.size()) != reverts) {
+    return {Outcome::kFail,
+            fmt::format("the target reported its own time for {} of {} reverts", reported.size(),
+                        reverts),
+            v.evidence};
+  }
+  Stats w = ComputeStats(wall);
+  return {Outcome::kPass,
+          fmt::format(
+              "{} reverts: p50 {:.4f} s, max {:.4f} s (harness); first request after: p50 {:.4f} s",
+              reverts, w.p50, w.max, ComputeStats(first).p50),
+          v.evidence};
+}
+
+const CheckResult* FindResult(const std::vector<CheckResult>& results, const std::string& id) {
+  for (const auto& r : results) {
+    if (r.spec->id == id) return &r;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+json ExecEvidence(const Step& s) {
+  json e = {{"phase", s.phase},
+            {"command", s.command},
+            {"status", s.answer.status},
+            {"state", s.answer.state},
+            {"exit", s.answer.exit_code},
+            {"stdout_tail", TailOf(s.answer.stdout_text, 2000)},
+            {"stderr_tail", TailOf(s.answer.stderr_text, 1000)},
+            {"reported_seconds", s.answer.seconds},
+            {"wall_seconds", s.wall_seconds}};
+  if (s.answer.http_status) e["http_status"] = s.answer.http_status;
+  return e;
+}
+
+void JudgeScenario(ScenarioRun& run, const TargetInfo& info) {
+  run.checks.clear();
+  for (const CheckSpec* c : run.scenario->AllChecks()) {
+    CheckResult r;
+    r.spec = c;
+    TaskRecord* task = nullptr;
+    for (auto& t : run.tasks) {
+      if (t.spec->id == c->task_id) task = &t;
+    }
+    Verdict v;
+    std::vector<std::string> missing;
+    for (const auto& f : c->features) {
+      if (!info.Has(f)) missing.push_back(f);
+    }
+    if (!run.fatal_error.empty()) {
+      v = {Outcome::kError, "not run: " + run.fatal_error, json::object()};
+    } else if (!run.skip_reason.empty()) {
+      v = {Outcome::kSkip, run.skip_reason, json::object()};
+    } else if (!missing.empty()) {
+      v = {Outcome::kSkip,
+           fmt::format("the target does not offer feature{} {} (its info lists: {})",
+                       missing.size() > 1 ? "s" : "", Join(missing, ", "),
+                       info.features.empty() ? "none" : Join(info.features, ", ")),
+           json::object()};
+    } else if (task && task->task && !task->task->error.empty()) {
+      v = {Outcome::kError, "not judged: the target failed: " + task->task->error, json::object()};
+    } else if (task && (!task->ran || !task->task)) {
+      v = {run.abort_error.empty() ? Outcome::kSkip : Outcome::kError,
+           run.abort_error.empty() ? task->skip_reason : "not judged: " + run.abort_error,
+           json::object()};
+    } else if (!task && !run.abort_error.empty()) {
+      v = {Outcome::kError, "not judged: " + run.abort_error, json::object()};
+    } else {
+      const json& p = c->params;
+      if (c->kind == "allowed_download")
+        v = AllowedDownload(*task, p, info);
+      else if (c->kind == "name_not_resolved")
+        v = NameNotResolved(*task, p);
+      else if (c->kind == "gateway_refused")
+        v = GatewayRefused(*task, p, info);
+      else if (c->kind == "cpu_throttled")
+        v = CpuThrottled(*task, p);
+      else if (c->kind == "resource_exceeded")
+        v = ResourceExceeded(*task, p);
+      else if (c->kind == "exit_ok")
+        v = ExitOk(*task, p);
+      else if (c->kind == "clean_after_revert")
+        v = CleanAfterRevert(run, p);
+      else if (c->kind == "revert_measured")
+        v = RevertMeasured(run);
+      else
+        v = {Outcome::kError, "no evaluator for kind " + c->kind, json::object()};
+      if (task) {
+        json ev = ExecEvidence(*task->task);
+        ev.update(v.evidence);
+        v.evidence = ev;
+        r.seconds = task->task->wall_seconds;
+      }
+    }
+    // Counts only if the checks it builds on passed in this run.
+    if (v.outcome == Outcome::kPass || v.outcome == Outcome::kFail) {
+      for (const auto& dep_id : c->requires_pass) {
+        const CheckResult* dep = FindResult(run.checks, dep_id);
+        if (!dep || dep->raw == Outcome::kPass) continue;
+        std::string own = v.reason;
+        if (dep->raw == Outcome::kSkip || dep->raw == Outcome::kError) {
+          v.outcome = dep->raw;
+          v.reason = fmt::format("depends on {}, which did not run: {}", dep_id, dep->reason);
+        } else {
+          bool download_failed =
+              dep->spec->kind == "allowed_download" && !dep->evidence.value("downloaded", false);
+          v.outcome = Outcome::kFail;
+          v.reason =
+              download_failed
+                  ? fmt::format("no egress at all: allowed download failed (own evidence: {})", own)
+                  : fmt::format(
+                        "counts only if {} passed in this run; it failed: {} (own "
+                        "evidence: {})",
+                        dep_id, dep->reason, own);
+        }
+        break;
+      }
+    }
+    if (task && !task->ran) task->got = v.outcome == Outcome::kSkip ? "skipped" : "not run";
+    r.raw = v.outcome;
+    r.outcome = v.outcome;
+    r.reason = v.reason;
+    r.evidence = v.evidence;
+    run.checks.push_back(std::move(r));
+  }
+}
+
+}  // namespace sandcheck

@@ -1,0 +1,311 @@
+// `sandcheck run`: load scenarios, reach the target, start the fixtures, replay, judge, write the
+// reports. Exit codes: 0 all required checks passed; 1 a check failed; 2 bad usage or input;
+// 3 the target or the environment failed.
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include "catalog.h"
+#include "checks.h"
+#include "cli.h"
+#include "expectations.h"
+#include "json_strict.h"
+#include "live_log.h"
+#include "mirror_fixture.h"
+#include "render.h"
+#include "report.h"
+#include "runner.h"
+#include "subprocess.h"
+
+namespace sandcheck {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kHelp = R"(usage: sandcheck run [OPTIONS]
+
+Replays scenarios against a sandbox runtime and writes the reports.
+
+  --target T            reference (default: the reference runtime, in process),
+                        http://HOST:PORT or unix:PATH (a sandboxd-compatible Execution API),
+                        adapter:PATH (an executable speaking adapter protocol v1)
+  --scenario NAME|FILE  a built-in scenario or a scenario file (repeatable; default six-task)
+  --var NAME=VALUE      override a scenario variable (repeatable), e.g. mirror_host=mirror.local
+  --out DIR             where the reports go (default reports/runs/<run-id>, with reports/runs/latest)
+  --profile P           default: a failed MUST check or an unexpected pass fails the run
+                        strict: failed SHOULD checks fail it too
+                        certify: strict, expectations ignored, and a skip is a failure
+  --expectations FILE   known gaps of the target (check id -> expected outcome + reason);
+                        "none" for none (default for adapter:DIR/X is DIR/../expectations/X.json)
+  --backend B           ask the target for backend B (skips if it does not offer it)
+  --tap                 also write report.tap (TAP 13)
+  --token T             bearer token for an http/unix target (default $SANDCHECK_TOKEN)
+  --adapter-timeout S   bound of one call to the target beyond the command's own timeout (default 30)
+  --mirror M            local (default: start the mirror fixture on loopback and pass it as hosts),
+                        none (the target resolves the mirror itself), or HOST:PORT of a running mirror
+  --mirror-bin PATH     the mirror fixture (default: sbx-mirror next to sandcheck)
+  --mirror-root DIR     the mirror's content (default: fixtures/mirror/content of the source tree)
+
+Output: the log "label phase state http seconds result" on stdout, a progress line on stderr
+when it is a terminal, then the verdict per check and the paths of the reports.
+Exit codes: 0 all required checks passed, 1 a check failed, 2 bad usage or input,
+3 the target or the environment failed.
+)";
+
+sbx::Status MakeDirs(const std::string& path) {
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty()) continue;
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return sbx::ErrnoStatus("mkdir " + cur);
+  }
+  return sbx::Status::Ok();
+}
+
+bool IsFile(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void OnSignal(int) { Interrupt(); }
+
+// Default expectations for an adapter: <dir>/../expectations/<name>.json.
+std::string DefaultExpectations(const std::string& target_spec) {
+  if (target_spec.rfind("adapter:", 0) != 0) return "";
+  std::string path = target_spec.substr(8);
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (auto dot = name.find('.'); dot != std::string::npos) name = name.substr(0, dot);
+  std::string candidate = fmt::format("{}/../expectations/{}.json", dir, name);
+  return IsFile(candidate) ? candidate : "";
+}
+
+void PrintSummary(const json& report, const std::string& out_dir, bool tap) {
+  std::printf("\ncheck\trequirements\tlevel\toutcome\treason\n");
+  for (const auto& c : report["checks"]) {
+    std::string reqs;
+    for (const auto& r : c["requirements"])
+      reqs += (reqs.empty() ? "" : ",") + r.get<std::string>();
+    std::string reason = SanitizeUtf8(c["reason"].get<std::string>());
+    for (auto& ch : reason) {
+      if (ch == '\t' || ch == '\n') ch = ' ';
+    }
+    std::printf("%s\t%s\t%s\t%s%s\t%s\n", c["id"].get<std::string>().c_str(), reqs.c_str(),
+                c["level"].get<std::string>().c_str(), c["outcome"].get<std::string>().c_str(),
+                c["blocking"].get<bool>() ? " (blocking)" : "", reason.c_str());
+  }
+  const json& s = report["summary"];
+  std::printf(
+      "\nverdict: %s (exit %d): %d checks: %d pass, %d fail, %d skip, %d xfail, %d xpass, %d "
+      "error\n",
+      s["verdict"].get<std::string>().c_str(), s["exit_code"].get<int>(), s["checks"].get<int>(),
+      s["pass"].get<int>(), s["fail"].get<int>(), s["skip"].get<int>(), s["xfail"].get<int>(),
+      s["xpass"].get<int>(), s["error"].get<int>());
+  for (const auto& e : report["errors"])
+    std::printf("error: %s\n", SanitizeUtf8(e.get<std::string>()).c_str());
+  std::printf("reports:\n");
+  for (const char* f : {"report.json", "junit.xml", "report.md", "report.html"}) {
+    std::printf("  %s/%s\n", out_dir.c_str(), f);
+  }
+  if (tap) std::printf("  %s/report.tap\n", out_dir.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int CmdRun(const std::vector<std::string>& args) {
+  auto parsed = ParseArgs(args, {{"target"},
+                                 {"scenario", true, true},
+                                 {"out"},
+                                 {"profile"},
+                                 {"expectations"},
+                                 {"var", true, true},
+                                 {"backend"},
+                                 {"tap", false},
+                                 {"token"},
+                                 {"adapter-timeout"},
+                                 {"mirror"},
+                                 {"mirror-bin"},
+                                 {"mirror-root"}});
+  if (!parsed.ok()) return UsageError("run", parsed.status().message());
+  const ParsedArgs& a = *parsed;
+  if (a.help) {
+    std::fputs(kHelp, stdout);
+    return kExitPass;
+  }
+  if (!a.positional.empty()) return UsageError("run", "unexpected argument " + a.positional[0]);
+  auto profile = ParseProfile(a.Get("profile", "default"));
+  if (!profile.ok()) return UsageError("run", profile.status().message());
+  auto vars = ParseVars(a.All("var"));
+  if (!vars.ok()) return UsageError("run", vars.status().message());
+  TargetOptions topts;
+  topts.spec = a.Get("target", "reference");
+  topts.token =
+      a.Get("token", std::getenv("SANDCHECK_TOKEN") ? std::getenv("SANDCHECK_TOKEN") : "");
+  std::string timeout_text = a.Get("adapter-timeout", "30");
+  char* end = nullptr;
+  topts.call_timeout_s = std::strtod(timeout_text.c_str(), &end);
+  if (end == timeout_text.c_str() || *end != '\0' || topts.call_timeout_s <= 0 ||
+      topts.call_timeout_s > 3600) {
+    return UsageError(
+        "run", fmt::format("--adapter-timeout '{}': seconds, > 0 and <= 3600", timeout_text));
+  }
+  if (std::string tools = SelfDir() + "/../tools"; ::access(tools.c_str(), X_OK) == 0)
+    topts.tools_dir = tools;
+  std::string mirror_mode = a.Get("mirror", "local");
+
+  std::vector<std::string> names = a.All("scenario");
+  if (names.empty()) names.push_back("six-task");
+  auto scenarios = LoadScenarios(names, *vars);
+  if (!scenarios.ok()) return UsageError("run", scenarios.status().message());
+
+  std::optional<Expectations> expectations;
+  std::string exp_file = a.Get("expectations", DefaultExpectations(topts.spec));
+  if (!exp_file.empty() && exp_file != "none") {
+    auto e = LoadExpectations(exp_file);
+    if (!e.ok()) return UsageError("run", e.status().message());
+    if (sbx::Status st = ValidateExpectations(*e, *scenarios); !st.ok())
+      return UsageError("run", st.message());
+    expectations = std::move(*e);
+  }
+  auto target = MakeTarget(topts);
+  if (!target.ok() && target.status().code() == sbx::Code::kInvalidArgument) {
+    return UsageError("run", target.status().message());
+  }
+
+  RunContext ctx;
+  ctx.run_id = NewRunId();
+  ctx.command_line.push_back("sandcheck");
+  ctx.command_line.push_back("run");
+  for (size_t i = 0; i < args.size(); ++i) {
+    // Tokens never reach a report.
+    if (args[i].rfind("--token=", 0) == 0) {
+      ctx.command_line.push_back("--token=<token>");
+    } else {
+      ctx.command_line.push_back(i > 0 && args[i - 1] == "--token" ? "<token>" : args[i]);
+    }
+  }
+  ctx.profile = *profile;
+  ctx.target_spec = topts.spec;
+  ctx.target_driver = target.ok() ? (*target)->Kind() : "";
+  ctx.backend = a.Get("backend");
+  ctx.vars = *vars;
+  ctx.expectations = expectations ? &*expectations : nullptr;
+  ctx.started_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+
+  bool default_out = !a.Has("out");
+  std::string out_dir = default_out ? "reports/runs/" + ctx.run_id : a.Get("out");
+  if (sbx::Status st = MakeDirs(out_dir); !st.ok()) {
+    return UsageError("run", fmt::format("cannot create the report directory: {}", st.message()),
+                      kExitTarget);
+  }
+
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  LiveLog log(stdout, stderr, ::isatty(2) == 1);
+  log.Header();
+  std::vector<ScenarioRun> runs;
+  std::string fatal;
+  std::optional<MirrorFixture> mirror;
+  RunnerOptions ropts;
+  ropts.backend = ctx.backend;
+  if (!target.ok()) {
+    fatal = target.status().ToString();
+  } else {
+    log.Progress("asking the target for its info");
+    auto info = (*target)->Info();
+    if (!info.ok()) {
+      fatal = "info failed: " + info.status().ToString();
+    } else {
+      ctx.info = *info;
+    }
+  }
+  bool needs_mirror = false;
+  for (const auto& s : *scenarios) {
+    for (const auto& [name, fixture] : s.sandbox.services)
+      needs_mirror = needs_mirror || fixture == "mirror";
+  }
+  if (fatal.empty() && needs_mirror) {
+    if (mirror_mode == "local") {
+      log.Progress("starting the mirror fixture");
+      auto m = MirrorFixture::Start({a.Get("mirror-bin"), a.Get("mirror-root"), 10});
+      if (!m.ok()) {
+        fatal = "mirror fixture: " + m.status().ToString();
+      } else {
+        mirror = std::move(*m);
+        ropts.fixtures["mirror"] = mirror->address();
+        ctx.fixtures["mirror"] = {{"mode", "local"},
+                                  {"address", mirror->address()},
+                                  {"binary", mirror->binary()},
+                                  {"root", mirror->root()}};
+      }
+    } else if (mirror_mode == "none") {
+      ctx.fixtures["mirror"] = {{"mode", "none"}};
+    } else {
+      ropts.fixtures["mirror"] = mirror_mode;
+      ctx.fixtures["mirror"] = {{"mode", "external"}, {"address", mirror_mode}};
+    }
+  }
+  for (const auto& s : *scenarios) {
+    if (!fatal.empty() || InterruptCount() > 0) {
+      ScenarioRun run;
+      run.scenario = &s;
+      run.fatal_error = fatal.empty() ? "interrupted before this scenario" : fatal;
+      run.create_request = BuildCreateRequest(s, ropts);
+      for (const auto& t : s.tasks) {
+        TaskRecord rec;
+        rec.spec = &t;
+        rec.skip_reason = "not run";
+        run.tasks.push_back(std::move(rec));
+      }
+      JudgeScenario(run, ctx.info.value_or(TargetInfo{}));
+      runs.push_back(std::move(run));
+      continue;
+    }
+    Runner runner(**target, *ctx.info, ropts, log);
+    runs.push_back(runner.Run(s));
+  }
+  log.ClearProgress();
+  if (mirror) {
+    json mlog = mirror->Log();
+    ctx.fixtures["mirror"]["log"] = mlog;
+  }
+  mirror.reset();
+  ApplyExpectationsAndProfile(runs, ctx.expectations, ctx.profile);
+  ctx.finished_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  json report = BuildReport(ctx, runs);
+  if (sbx::Status st = WriteFile(out_dir + "/report.json", DumpJson(report)); !st.ok()) {
+    return UsageError("run", st.message(), kExitTarget);
+  }
+  if (sbx::Status st = WriteRenderedReports(report, out_dir, a.Has("tap")); !st.ok()) {
+    return UsageError("run", st.message(), kExitTarget);
+  }
+  if (default_out) {
+    std::string link = "reports/runs/latest";
+    ::unlink(link.c_str());
+    if (::symlink(ctx.run_id.c_str(), link.c_str()) != 0) {
+      std::fprintf(stderr, "sandcheck run: cannot point %s at the run: %s\n", link.c_str(),
+                   std::strerror(errno));
+    }
+  }
+  PrintSummary(report, out_dir, a.Has("tap"));
+  return report["summary"]["exit_code"].get<int>();
+}
+
+}  // namespace sandcheck

@@ -1,0 +1,74 @@
+// What a run collected: one Step per call to the target (a line of the live log), grouped per
+// task; and the verdicts (CheckResult). The runner fills these; the checks judge them; the
+// report writes them to report.json.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scenario.h"
+#include "target.h"
+
+namespace sandcheck {
+
+// One call to the target: a line of the log ("label phase state http seconds result").
+struct Step {
+  std::string phase;    // create | task | revert | clean-check | recover | calibrate | destroy
+  std::string command;  // exec steps
+  bool is_exec = false;
+  ExecAnswer answer;        // exec steps
+  OpAnswer op;              // revert/destroy
+  double wall_seconds = 0;  // measured by the harness around the call
+  double started_unix = 0;
+  std::string error;  // the call failed (infrastructure); the scenario stops
+  nlohmann::json ToJson() const;
+};
+
+struct TaskRecord {
+  const TaskSpec* spec = nullptr;
+  bool ran = false;
+  std::string skip_reason;  // why the task did not run (missing feature, earlier error)
+  std::optional<Step> task, revert, clean_check, recover;
+  std::vector<Step> calibration;      // cpu_throttled: the same work without the limit
+  std::vector<Step> calibration_ops;  // create/destroy of the calibration sandbox
+  std::string calibration_sandbox;
+  std::optional<int64_t> files_after;
+  nlohmann::json gateway;    // decisions seen for this task (array), or null if not offered
+  std::string gateway_note;  // why there is no gateway evidence
+  // Filled by the check: the figure's WHAT IT GETS column, and whether the command was refused
+  // or failed (the figure marks those rows).
+  std::string got;
+  bool refused = false;
+};
+
+enum class Outcome { kPass, kFail, kSkip, kXfail, kXpass, kError };
+const char* OutcomeName(Outcome o);
+std::optional<Outcome> ParseOutcome(const std::string& s);
+
+struct CheckResult {
+  const CheckSpec* spec = nullptr;
+  Outcome raw = Outcome::kSkip;      // the verdict on the evidence alone
+  Outcome outcome = Outcome::kSkip;  // after expectations and profile
+  std::string reason;
+  nlohmann::json evidence = nlohmann::json::object();
+  std::string expected_outcome, expected_reason;  // from the expectations file ("" = none)
+  bool blocking = false;                          // counts against the run (exit 1)
+  double seconds = 0;                             // wall time of the calls it judged
+};
+
+struct ScenarioRun {
+  const Scenario* scenario = nullptr;
+  nlohmann::json create_request;
+  std::string sandbox_id;
+  std::optional<Step> create, destroy;
+  std::vector<TaskRecord> tasks;
+  std::vector<CheckResult> checks;
+  std::string skip_reason;  // the whole scenario could not run on this target
+  std::string abort_error;  // an infrastructure failure stopped the scenario
+  std::string fatal_error;  // the target or environment failed before it started
+  double started_unix = 0, seconds = 0;
+};
+
+}  // namespace sandcheck

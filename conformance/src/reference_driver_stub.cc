@@ -1,0 +1,14 @@
+// Built instead of reference_driver.cc while the library sbx_runtime has no implementation of
+// sbx::Runtime (see conformance/CMakeLists.txt: SANDCHECK_REFERENCE).
+#include "target.h"
+
+namespace sandcheck {
+
+sbx::StatusOr<std::unique_ptr<Target>> MakeReferenceTarget(const TargetOptions& /*options*/) {
+  return sbx::Unsupported(
+      "this sandcheck was built without the in-process reference runtime (the library sbx_runtime "
+      "had no implementation of sbx::Runtime at configure time; reconfigure once it has, or use "
+      "--target adapter:PATH or --target http://HOST:PORT)");
+}
+
+}  // namespace sandcheck

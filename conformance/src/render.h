@@ -1,0 +1,36 @@
+// Renderers: every format is made from report.json alone (never from the run's memory), so
+// `sandcheck render report.json --out DIR` reproduces them. A report that does not have the
+// shape of docs/report.schema.json is kInvalidArgument (exit 2), never a crash.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sbx/status.h"
+
+namespace sandcheck {
+
+std::string RenderJunit(const nlohmann::json& report);     // junit.xml (Jenkins/GitLab/GitHub)
+std::string RenderMarkdown(const nlohmann::json& report);  // report.md
+std::string RenderHtml(const nlohmann::json& report);      // report.html (self-contained)
+std::string RenderTap(const nlohmann::json& report);       // report.tap (TAP 13)
+// The demo's figure for one scenario of the report: THE COMMAND TRIES / WHAT IT GETS / REVERT /
+// FILES IN /WORK, one row per task, refused or failed rows marked in rose.
+std::string RenderTaskFigureSvg(const nlohmann::json& report, const nlohmann::json& scenario);
+
+// Checks the fields the renderers rely on (a light subset of the schema).
+sbx::Status CheckReportShape(const nlohmann::json& report);
+
+// Writes junit.xml, report.md, report.html and (if `tap`) report.tap into `dir`.
+sbx::Status WriteRenderedReports(const nlohmann::json& report, const std::string& dir, bool tap);
+
+// Shared helpers.
+std::string XmlEscape(const std::string& s);     // also for HTML; strips XML-invalid characters
+std::string SanitizeUtf8(const std::string& s);  // invalid bytes → U+FFFD; control chars dropped
+std::string FormatSeconds(
+    const nlohmann::json& seconds);  // 0.47 → "0.47 s", 0.0021 → "2.1 ms", null → "-"
+// The checks of `report` that judge task `task_id` of `scenario` (or nullptr).
+const nlohmann::json* CheckForTask(const nlohmann::json& report, const std::string& scenario,
+                                   const std::string& task_id);
+
+}  // namespace sandcheck

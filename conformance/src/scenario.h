@@ -1,0 +1,101 @@
+// Scenarios as data (scenarios/*.json, schema scenarios/schema/scenario.schema.json, prose in
+// docs/scenarios.md): one sandbox template, tasks run in it in order — each followed by a revert
+// and a file count of /work — and the checks that judge the evidence.
+//
+// Loading is strict: malformed JSON, unknown keys, wrong types, an undeclared {{variable}} or a
+// value that does not match its variable's pattern are kInvalidArgument (exit 2) with the path of
+// the offending key. Every optional field has the default documented in the schema.
+//
+// Thread-safety: values; immutable after loading.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sbx/status.h"
+
+namespace sandcheck {
+
+struct Variable {
+  std::string name, default_value, pattern, description;
+};
+
+// One check: a verdict on evidence, citing requirement IDs (requirements.json) and a level.
+struct CheckSpec {
+  std::string id;  // "<scenario>/<name>", stable: expectations files refer to it
+  std::string title;
+  std::vector<std::string> requirements;
+  std::string level;                       // "MUST" | "SHOULD"
+  std::vector<std::string> features;       // the target must offer them, else skip
+  std::vector<std::string> requires_pass;  // checks that must have passed in this run
+  std::string kind;                        // evaluator: allowed_download, name_not_resolved, ...
+  nlohmann::json params;                   // validated for the kind, defaults filled in
+  std::string task_id;                     // "" for scenario-level checks
+};
+
+struct TaskSpec {
+  std::string id, label, tries, command;
+  double timeout_s = 20;
+  std::optional<CheckSpec> check;
+};
+
+struct SandboxTemplate {
+  std::string template_name = "sandbox";
+  nlohmann::json limits = nlohmann::json::object();  // adapter protocol v1 "limits"
+  nlohmann::json egress = {{"rules", nlohmann::json::array()}};
+  std::map<std::string, std::string> services;  // name → fixture ("mirror")
+};
+
+struct AfterEachTask {
+  bool revert = true;
+  std::string clean_check = "find /work -mindepth 1 | wc -l";
+  double timeout_s = 20;
+};
+
+struct Scenario {
+  std::string name, title, description, source;
+  std::string origin;  // file path, or "embedded:scenarios/NAME.json"
+  std::vector<Variable> variables;
+  std::map<std::string, std::string> values;  // resolved: defaults + --var overrides
+  SandboxTemplate sandbox;
+  AfterEachTask after_each;
+  std::vector<TaskSpec> tasks;
+  std::vector<CheckSpec> checks;  // scenario-level
+
+  // Task checks in task order, then scenario-level checks.
+  std::vector<const CheckSpec*> AllChecks() const;
+  const TaskSpec* FindTask(const std::string& id) const;
+};
+
+// Describes a check kind's parameters, for loading and for `sandcheck list`.
+struct ParamSpec {
+  std::string name;
+  nlohmann::json::value_t type;  // string, boolean, number_float (any number), number_integer
+  bool required = false;
+  nlohmann::json default_value;
+};
+struct KindSpec {
+  std::string kind;
+  bool task_level = true;  // judged on one task's evidence (else on the whole scenario)
+  std::vector<ParamSpec> params;
+};
+const std::vector<KindSpec>& CheckKinds();
+const KindSpec* FindKind(std::string_view kind);
+
+// Parses a scenario. `overrides` are --var values; names the scenario declares are applied and
+// inserted into `used`. Unknown names are left for the caller (they may belong to another
+// scenario).
+sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& origin,
+                                     const std::map<std::string, std::string>& overrides,
+                                     std::set<std::string>* used);
+
+// Replaces {{name}} in every string (and object key) of `j`; an unknown name is an error.
+sbx::Status SubstituteVariables(nlohmann::json& j, const std::map<std::string, std::string>& values,
+                                const std::string& path);
+
+}  // namespace sandcheck

@@ -1,0 +1,170 @@
+// TEST DOUBLE — see sim.h. The adapter protocol side: ops, state on disk, fault switches.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "sim.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::set<std::string> Faults() {
+  std::set<std::string> out;
+  const char* env = std::getenv("SIM_FAULTS");
+  std::stringstream ss(env ? env : "");
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.insert(item);
+  }
+  return out;
+}
+
+std::string StateDir() {
+  const char* env = std::getenv("SIM_STATE_DIR");
+  std::string dir = env && *env ? env : "/tmp/sandcheck-sim-" + std::to_string(::getuid());
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Spit(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+}
+
+[[noreturn]] void Die(const std::string& message, int code = 1) {
+  std::cerr << "sim-adapter: " << message << "\n";
+  std::exit(code);
+}
+
+sim::Sandbox Load(const json& in, const std::set<std::string>& faults) {
+  if (!in.contains("sandbox") || !in["sandbox"].is_string()) Die("no \"sandbox\" in the request");
+  sim::Sandbox sb;
+  sb.dir = StateDir() + "/" + in["sandbox"].get<std::string>();
+  if (!fs::is_directory(sb.dir)) Die("no sandbox " + in["sandbox"].get<std::string>());
+  sb.work = sb.dir + "/work";
+  sb.spec = json::parse(Slurp(sb.dir + "/spec.json"));
+  sb.crashed = Slurp(sb.dir + "/state") == "CRASHED";
+  sb.faults = faults;
+  return sb;
+}
+
+json Info(const std::set<std::string>& faults) {
+  std::vector<std::string> features = {"egress",     "egress.log",    "revert", "destroy",
+                                       "limits.cpu", "limits.memory", "timeout"};
+  if (faults.count("no-isolation"))
+    features = {"egress", "revert", "destroy", "limits.cpu", "limits.memory"};
+  if (const char* env = std::getenv("SIM_FEATURES")) {
+    features.clear();
+    std::stringstream ss(env);
+    std::string f;
+    while (std::getline(ss, f, ',')) {
+      if (!f.empty()) features.push_back(f);
+    }
+  }
+  return {{"name", "sim"},
+          {"version", "1.0-test-double"},
+          {"backends", {"sim"}},
+          {"features", features}};
+}
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) Die("usage: sandcheck-sim-adapter OP < request.json", 2);
+  std::string op = argv[1];
+  std::set<std::string> faults = Faults();
+  if (faults.count("hang@" + op)) {
+    // Also a child in the same process group, to prove the harness kills the whole group.
+    if (::fork() == 0) {
+      while (true) ::pause();
+    }
+    while (true) ::pause();
+  }
+  if (faults.count("garbage@" + op)) {
+    std::cout << "this is not json {\n";
+    return 0;
+  }
+  if (faults.count("exit@" + op)) Die("simulated failure of " + op, 3);
+  std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  json in = json::parse(input, nullptr, false);
+  if (in.is_discarded() || !in.is_object()) Die("stdin is not a JSON object", 2);
+  auto t0 = std::chrono::steady_clock::now();
+  json out;
+  if (op == "info") {
+    out = Info(faults);
+  } else if (op == "create") {
+    std::random_device rd;
+    char id[32];
+    std::snprintf(id, sizeof id, "sim-%08x", rd());
+    std::string dir = StateDir() + "/" + id;
+    fs::create_directories(dir + "/work");
+    Spit(dir + "/spec.json", in.dump());
+    Spit(dir + "/state", "RUNNING");
+    Spit(dir + "/gateway.jsonl", "");
+    out = {{"sandbox", id}};
+  } else if (op == "exec") {
+    sim::Sandbox sb = Load(in, faults);
+    std::string cmd = in.value("cmd", "");
+    double timeout = in.value("timeout_s", 20.0);
+    sim::ExecOut r;
+    if (sb.crashed) {
+      r = {"sandbox_unavailable", "CRASHED", -1, "", "the sandbox crashed; revert it\n"};
+    } else {
+      r = sim::Interpret(sb, cmd, timeout);
+      if (r.state == "CRASHED") Spit(sb.dir + "/state", "CRASHED");
+    }
+    out = {{"status", r.status}, {"state", r.state}, {"exit", r.exit},
+           {"stdout", r.out},    {"stderr", r.err},  {"seconds", Seconds(t0)}};
+  } else if (op == "revert") {
+    sim::Sandbox sb = Load(in, faults);
+    if (!faults.count("never-revert")) {
+      fs::remove_all(sb.work);
+      fs::create_directories(sb.work);
+    }
+    Spit(sb.dir + "/state", "RUNNING");
+    out = {{"seconds", Seconds(t0)}};
+  } else if (op == "destroy") {
+    sim::Sandbox sb = Load(in, faults);
+    fs::remove_all(sb.dir);
+    out = {{"seconds", Seconds(t0)}};
+  } else if (op == "gateway_log") {
+    json info = Info(faults);
+    bool offered = false;
+    for (const auto& f : info["features"]) offered = offered || f == "egress.log";
+    if (!offered) return 64;
+    sim::Sandbox sb = Load(in, faults);
+    json decisions = json::array();
+    std::stringstream ss(Slurp(sb.dir + "/gateway.jsonl"));
+    std::string line;
+    while (std::getline(ss, line)) {
+      if (!line.empty()) decisions.push_back(json::parse(line));
+    }
+    out = {{"decisions", decisions}};
+  } else {
+    return 64;
+  }
+  std::cout << out.dump() << "\n";
+  return 0;
+}

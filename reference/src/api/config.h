@@ -1,0 +1,65 @@
+// sandboxd's configuration file and command line (docs/sandboxd.md, "Configuration").
+//
+//   {
+//     "tenants": {                       required, at least one
+//       "alice": {"token": "..."},        token: 16..512 token68 characters
+//       "bob": {"token_file": "bob.token", "max_sandboxes": 4}
+//     },
+//     "listen": "unix:/run/sandcheck/sandboxd.sock",   default; or "127.0.0.1:8080"
+//     "allow_remote": false,             listen on a non-loopback address (default false)
+//     "workers": 16,                     request threads (1..256)
+//     "max_connections": 256,            open connections (1..4096)
+//     "drain_timeout_s": 60              on SIGTERM, how long running requests may finish
+//   }
+// Unknown keys are errors at every level (style.md habit 6). A tenant has exactly one of
+// "token" and "token_file" (relative paths are relative to the config file; the file must not
+// be readable by others); "max_sandboxes" (default 16, 1..10000) bounds its live sandboxes.
+//
+// Thread-safety: plain values and pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "api/auth.h"
+#include "sbx/status.h"
+
+namespace sbx::api {
+
+inline constexpr const char* kDefaultSocket = "/run/sandcheck/sandboxd.sock";
+
+struct TenantConfig {
+  std::string name;
+  std::string token;
+  int max_sandboxes = 16;
+};
+
+struct DaemonConfig {
+  std::vector<TenantConfig> tenants;
+  std::string listen = std::string("unix:") + kDefaultSocket;
+  bool allow_remote = false;
+  int workers = 16;
+  int max_connections = 256;
+  double drain_timeout_s = 60;
+  std::vector<std::string> warnings;  // e.g. an inline token in a world-readable file
+};
+
+// `base_dir` resolves relative token_file paths.
+StatusOr<DaemonConfig> ParseDaemonConfig(const nlohmann::json& j, const std::string& base_dir);
+StatusOr<DaemonConfig> LoadDaemonConfig(const std::string& path);
+
+struct DaemonArgs {
+  std::string config_path;
+  std::string listen;  // "" = from the config; else "unix:PATH" or "HOST:PORT"
+  bool allow_remote = false;
+  bool help = false;
+};
+
+// sandboxd --config FILE [--socket PATH | --listen HOST:PORT] [--allow-remote] [--help]
+StatusOr<DaemonArgs> ParseDaemonArgs(const std::vector<std::string>& args);
+
+extern const char* const kDaemonUsage;
+
+}  // namespace sbx::api

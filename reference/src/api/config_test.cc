@@ -1,0 +1,165 @@
+// sandboxd's configuration file, command line and listen addresses: the documented schema is
+// accepted, every deviation is refused with a message that names it.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "api/config.h"
+#include "api/listener.h"
+
+namespace sbx::api {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sbx-config-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& content, mode_t mode) {
+    std::string p = dir_ + "/" + name;
+    std::ofstream(p) << content;
+    chmod(p.c_str(), mode);
+    return p;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(ConfigTest, TheDocumentedExampleParses) {
+  Write("bob.token", "bob-token-from-a-file-0123\n", 0600);
+  std::string path = Write("c.json", R"({
+    "tenants": {
+      "alice": {"token": "alice-token-0123456789"},
+      "bob": {"token_file": "bob.token", "max_sandboxes": 4}
+    },
+    "listen": "127.0.0.1:8080",
+    "workers": 4,
+    "max_connections": 32,
+    "drain_timeout_s": 5
+  })", 0600);
+  auto c = LoadDaemonConfig(path);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->tenants.size(), 2u);
+  EXPECT_EQ(c->tenants[0].name, "alice");
+  EXPECT_EQ(c->tenants[0].max_sandboxes, 16);
+  EXPECT_EQ(c->tenants[1].token, "bob-token-from-a-file-0123");  // newline stripped
+  EXPECT_EQ(c->tenants[1].max_sandboxes, 4);
+  EXPECT_EQ(c->listen, "127.0.0.1:8080");
+  EXPECT_EQ(c->workers, 4);
+  EXPECT_TRUE(c->warnings.empty());
+}
+
+TEST_F(ConfigTest, DefaultsAndTheWorldReadableWarning) {
+  std::string path = Write("c.json", R"({"tenants": {"alice": {"token": "alice-token-0123456789"}}})", 0644);
+  auto c = LoadDaemonConfig(path);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->listen, "unix:/run/sandcheck/sandboxd.sock");
+  EXPECT_FALSE(c->allow_remote);
+  EXPECT_EQ(c->workers, 16);
+  EXPECT_EQ(c->max_connections, 256);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find("readable by others"), std::string::npos);
+}
+
+TEST_F(ConfigTest, EveryDeviationIsAnErrorNamingIt) {
+  const std::string ok_tenant = R"("alice": {"token": "alice-token-0123456789"})";
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"{}", "tenants"},
+      {R"({"tenants": {}})", "tenants"},
+      {R"({"tenants": []})", "tenants"},
+      {"{\"tenants\": {" + ok_tenant + "}, \"lisen\": \"x\"}", "lisen"},
+      {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "admin": true}}})", "admin"},
+      {R"({"tenants": {"alice": {}}})", "exactly one of token and token_file"},
+      {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "token_file": "x"}}})", "exactly one"},
+      {R"({"tenants": {"alice": {"token": "short"}}})", "16..512"},
+      {R"({"tenants": {"alice": {"token": 12345678901234567890}}})", "expected a string"},
+      {R"({"tenants": {"Alice!": {"token": "alice-token-0123456789"}}})", "Alice!"},
+      {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "max_sandboxes": 0}}})", "max_sandboxes"},
+      {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "max_sandboxes": "4"}}})", "max_sandboxes"},
+      {R"({"tenants": {"a": {"token": "same-token-0123456789"}, "b": {"token": "same-token-0123456789"}}})",
+       "same token"},
+      {R"({"tenants": {"alice": {"token_file": "missing.token"}}})", "missing.token"},
+      {"{\"tenants\": {" + ok_tenant + "}, \"workers\": 0}", "workers"},
+      {"{\"tenants\": {" + ok_tenant + "}, \"allow_remote\": \"yes\"}", "allow_remote"},
+      {"{\"tenants\": {" + ok_tenant + "}, \"drain_timeout_s\": -1}", "drain_timeout_s"},
+      {"{\"tenants\": {" + ok_tenant + "}, \"listen\": 8080}", "listen"},
+  };
+  for (const auto& [text, needle] : cases) {
+    auto c = ParseDaemonConfig(json::parse(text), dir_);
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_EQ(c.status().code(), Code::kInvalidArgument) << text;
+    EXPECT_NE(c.status().message().find(needle), std::string::npos) << text << " -> " << c.status().message();
+    // A bad token is never echoed back (it would end up in logs).
+    EXPECT_EQ(c.status().message().find("alice-token-0123456789"), std::string::npos);
+  }
+  auto bad_json = LoadDaemonConfig(Write("bad.json", "{\"tenants\": ", 0600));
+  EXPECT_FALSE(bad_json.ok());
+  EXPECT_FALSE(LoadDaemonConfig(dir_ + "/nope.json").ok());
+}
+
+TEST_F(ConfigTest, TokenFileMustNotBeReadableByOthers) {
+  Write("t.token", "a-token-in-a-file-0123456789", 0644);
+  auto c = ParseDaemonConfig(json::parse(R"({"tenants": {"alice": {"token_file": "t.token"}}})"), dir_);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("readable by others"), std::string::npos);
+  chmod((dir_ + "/t.token").c_str(), 0640);
+  c = ParseDaemonConfig(json::parse(R"({"tenants": {"alice": {"token_file": "t.token"}}})"), dir_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->tenants[0].token, "a-token-in-a-file-0123456789");
+}
+
+TEST(DaemonArgsTest, Parse) {
+  auto a = ParseDaemonArgs({"--config", "c.json", "--socket", "/tmp/s.sock"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->config_path, "c.json");
+  EXPECT_EQ(a->listen, "unix:/tmp/s.sock");
+  a = ParseDaemonArgs({"--config", "c.json", "--listen", "127.0.0.1:0", "--allow-remote"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->listen, "127.0.0.1:0");
+  EXPECT_TRUE(a->allow_remote);
+  EXPECT_TRUE(ParseDaemonArgs({"--help"})->help);
+  EXPECT_FALSE(ParseDaemonArgs({}).ok());
+  EXPECT_FALSE(ParseDaemonArgs({"--config"}).ok());
+  EXPECT_FALSE(ParseDaemonArgs({"--config", "c", "--socket", "rel.sock"}).ok());
+  EXPECT_FALSE(ParseDaemonArgs({"--config", "c", "--socket", "/a", "--listen", "127.0.0.1:1"}).ok());
+  EXPECT_FALSE(ParseDaemonArgs({"--config", "c", "--verbose"}).ok());
+}
+
+TEST(ListenAddressTest, ParseAndLoopback) {
+  auto u = ParseListenAddress("unix:/run/x.sock");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->kind, ListenAddress::Kind::kUnix);
+  EXPECT_TRUE(IsLoopback(*u));
+  auto t = ParseListenAddress("127.0.0.1:8080");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->port, 8080);
+  EXPECT_TRUE(IsLoopback(*t));
+  EXPECT_TRUE(IsLoopback(*ParseListenAddress("127.9.9.9:1")));
+  EXPECT_TRUE(IsLoopback(*ParseListenAddress("[::1]:1")));
+  EXPECT_TRUE(IsLoopback(*ParseListenAddress("[::ffff:127.0.0.1]:1")));
+  EXPECT_EQ(ParseListenAddress("[::1]:80")->ToString(), "[::1]:80");
+  for (const char* remote : {"0.0.0.0:80", "10.0.0.1:80", "[::]:80", "[2001:db8::1]:80", "128.0.0.1:1"}) {
+    auto a = ParseListenAddress(remote);
+    ASSERT_TRUE(a.ok()) << remote;
+    EXPECT_FALSE(IsLoopback(*a)) << remote;
+  }
+  for (const char* bad : {"localhost:80", "127.0.0.1", "127.0.0.1:", "127.0.0.1:99999", "127.0.0.1:8x",
+                          "unix:relative", "[::1:80", "", "tcp://127.0.0.1:80"}) {
+    EXPECT_FALSE(ParseListenAddress(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace sbx::api

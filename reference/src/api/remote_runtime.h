@@ -1,0 +1,31 @@
+// The sbx::Runtime interface over sandboxd's HTTP API (what `sandboxctl --server URL` uses).
+//
+// Every call is one HTTP request authenticated with the tenant's token. Error answers come back
+// as the Status they were on the server (the code string of the error body); transport
+// failures are kSandboxUnavailable (nothing answers), kTimeout or kInternal (a malformed
+// answer). Run() never fails as a call: a failure becomes a result with status
+// sandbox_unavailable, as in the in-process runtime.
+//
+// Differences from the in-process runtime: the sandbox's tenant is the token's (a different
+// SandboxSpec::tenant is refused with kPermissionDenied); ExecSpec::grace_s is not sent (the
+// server's default applies); Info() and List()/GatewayLog() cannot report errors through their
+// signatures: Info() then returns {"error": {...}} merged into the last good answer, List() an
+// empty list, GatewayLog() an empty array.
+//
+// Thread-safety: thread-safe (one connection per call).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "sbx/runtime.h"
+#include "sbx/status.h"
+
+namespace sbx::api {
+
+// url: "unix:/run/sandcheck/sandboxd.sock" or "http://127.0.0.1:PORT". Calls GET /v1/info
+// once, so a wrong token (kUnauthenticated) or an absent server (kSandboxUnavailable) is
+// reported here rather than at the first operation.
+StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url, const std::string& token);
+
+}  // namespace sbx::api

@@ -1,0 +1,101 @@
+// One incarnation of a native sandbox (BK-1): a cgroup, a set of namespaces held by sbx-init
+// (PID 1 of the sandbox), a scratch tmpfs + overlay root built by sbx-init, and optionally an
+// egress attachment. A native Sandbox is a sequence of instances: revert swaps in a fresh one.
+//
+// Ownership: an Instance owns every kernel object it made; ~Instance() (or Teardown()) kills
+// every process, waits for init, and removes the cgroup and the state directory.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <mutex>
+#include <string>
+
+#include "../../init/init_protocol.h"
+#include "backend/backend.h"
+#include "host/cgroup.h"
+#include "host/fd.h"
+#include "net/egress.h"
+#include "sbx/model.h"
+
+namespace sbx::backend {
+
+struct InstanceConfig {
+  std::string id;            // unique; names the cgroup "sb-<id>" and <state>/sb/<id>
+  std::string lower_dir;     // overlay lower dirs, top first, ':'-separated (snapshot layer:image)
+  Limits limits;             // already defaulted (no zeros)
+  std::unique_ptr<net::Attachment> net;  // null: a fresh netns with only lo (SNAP-5)
+  // Keep a shell pre-spawned (forked, joined to the cgroup, privileges dropped, exec'd) that
+  // waits for its command: a command then starts without paying fork+exec (POOL-8, NFR-1).
+  bool prespawn = false;
+};
+
+// Defaults for zero limits (docs/limits.md).
+Limits DefaultedLimits(const Limits& in);
+
+class Instance {
+ public:
+  // Allocate (cgroup, dirs) and initialize (clone + sbx-init builds the root and reports ready).
+  static StatusOr<std::unique_ptr<Instance>> Spawn(const BackendContext& ctx, InstanceConfig config,
+                                                   StageTimings* timings);
+  ~Instance();
+
+  // Runs one command to completion (or timeout / limit breach). env holds secrets too: the
+  // buffer that carries them is zeroed once sent (LC-4, LC-8).
+  StatusOr<ExecResult> Exec(const ExecSpec& exec, const std::map<std::string, std::string>& env,
+                            const std::map<std::string, std::string>& secrets);
+
+  // Kills everything, waits for init, removes cgroup and directories. Idempotent.
+  void Teardown(StageTimings* timings);
+  // Sends SIGKILL to every process of the sandbox without waiting (µs): the caller can move on
+  // and leave Teardown() to a background thread.
+  void KillNow();
+  // POOL-7: every process killed and reaped, the writable directories emptied, counters reset,
+  // a new shell pre-spawned. The namespaces, cgroup and network stay.
+  Status Reset();
+  // Applies limits that may differ between users of a pooled instance (CPU, memory, PIDs).
+  Status ApplyLimits(const Limits& limits);
+
+  bool crashed() const { return crashed_; }
+  pid_t init_pid() const { return init_pid_; }
+  host::Cgroup* cgroup() { return cgroup_.get(); }
+  const std::string& sbdir() const { return sbdir_; }
+
+ private:
+  Instance() = default;
+  Status WaitReady(double timeout_s);
+  void SignalAll(int sig);
+  // Messages from init, in order; those nobody waits for update the pre-spawned shell's state.
+  bool NextMessage(int timeout_ms, initproto::Header* h);
+  void Dispatch(const initproto::Header& h);
+  void Prespawn();
+  Status SendExec(uint32_t id, const std::vector<std::string>& argv,
+                  const std::map<std::string, std::string>& env, const std::vector<int>& fds);
+
+  // A shell that waits on fd 3 for its script (see Prespawn()).
+  struct Prespawned {
+    uint32_t id = 0;
+    host::UniqueFd script_w, in_w, out_r, err_r;
+    bool started = false, dead = false;
+  };
+
+  std::string id_, sbdir_;
+  Limits limits_;
+  std::unique_ptr<host::Cgroup> cgroup_;
+  std::unique_ptr<net::Attachment> net_;
+  host::UniqueFd ctl_, pidfd_;
+  pid_t init_pid_ = -1;
+  uint32_t next_exec_ = 1;
+  bool prespawn_ = false;
+  std::optional<Prespawned> pre_;
+  std::deque<initproto::Header> inbox_;
+  int64_t oom_kills_seen_ = 0;
+  bool crashed_ = false;
+  bool torn_down_ = false;
+};
+
+}  // namespace sbx::backend

@@ -1,0 +1,14 @@
+// The backend registry: each backend is one file; this list is the only place that names them.
+#include "backend/backend.h"
+
+namespace sbx::backend {
+
+std::unique_ptr<Backend> MakeNativeBackend(const BackendContext& ctx);
+
+std::vector<std::unique_ptr<Backend>> MakeBackends(const BackendContext& ctx) {
+  std::vector<std::unique_ptr<Backend>> out;
+  out.push_back(MakeNativeBackend(ctx));
+  return out;
+}
+
+}  // namespace sbx::backend

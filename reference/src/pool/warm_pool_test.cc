@@ -1,0 +1,135 @@
+// The pool's policy, with a fake item that remembers who used it.
+#include "pool/warm_pool.h"
+
+#include <random>
+#include <set>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+namespace sbx::pool {
+namespace {
+
+struct FakeSandbox {
+  int serial = 0;
+  std::set<std::string> tenants;  // every tenant it served
+  std::set<std::pair<std::string, std::string>> users;
+  bool dirty = false;
+};
+
+struct Harness {
+  int made = 0;
+  bool reset_ok = true;
+  WarmPool<FakeSandbox> pool;
+  explicit Harness(PoolOptions o = {})
+      : pool(o, [this]() -> StatusOr<std::unique_ptr<FakeSandbox>> {
+               auto s = std::make_unique<FakeSandbox>();
+               s->serial = ++made;
+               return s;
+             },
+             [this](FakeSandbox& s) {
+               s.dirty = false;
+               return reset_ok;
+             }) {}
+};
+
+TEST(WarmPool, TakesAWarmItemWhenThereIsOne) {
+  Harness h;
+  (void)h.pool.Refill();
+  EXPECT_EQ(h.pool.fresh_count(), 1);
+  auto l = h.pool.Take("alice", "grep");
+  ASSERT_TRUE(l.ok());
+  EXPECT_TRUE(l->warm);
+  EXPECT_FALSE(l->reused);
+  auto cold = h.pool.Take("alice", "grep");
+  EXPECT_FALSE(cold->warm);  // the shelf was empty: made on the caller's path
+}
+
+TEST(WarmPool, UntrustedIsDiscardedTrustedIsResetAndKeptForTheSameTenantAndTool) {
+  Harness h;
+  auto a = h.pool.Take("alice", "grep");
+  EXPECT_NE(h.pool.Return(std::move(a->item), "alice", "grep", /*trusted=*/false), nullptr);  // POOL-5
+  auto b = h.pool.Take("alice", "grep");
+  int serial = b->item->serial;
+  EXPECT_EQ(h.pool.Return(std::move(b->item), "alice", "grep", /*trusted=*/true), nullptr);  // POOL-3
+  auto bob = h.pool.Take("bob", "grep");
+  EXPECT_NE(bob->item->serial, serial) << "POOL-4: a used sandbox went to another tenant";
+  auto other_tool = h.pool.Take("alice", "sed");
+  EXPECT_NE(other_tool->item->serial, serial) << "LC-10: reuse only within the same tool";
+  auto again = h.pool.Take("alice", "grep");
+  EXPECT_EQ(again->item->serial, serial);
+  EXPECT_TRUE(again->reused);
+}
+
+TEST(WarmPool, AFailedResetDiscards) {
+  Harness h;
+  h.reset_ok = false;
+  auto a = h.pool.Take("alice", "grep");
+  EXPECT_NE(h.pool.Return(std::move(a->item), "alice", "grep", true), nullptr);
+}
+
+TEST(WarmPool, SizeFollowsDemandBetweenFloorAndCeiling) {
+  Harness h(PoolOptions{.floor = 2, .ceiling = 5, .window_s = 1});
+  (void)h.pool.Refill();
+  EXPECT_EQ(h.pool.fresh_count(), 2);  // idle: the floor
+  for (int i = 0; i < 50; ++i) (void)h.pool.Take("t", "x");
+  EXPECT_EQ(h.pool.Target(), 5);  // busy: capped at the ceiling
+  (void)h.pool.Refill();
+  EXPECT_EQ(h.pool.fresh_count(), 5);
+  for (int i = 0; i < 2; ++i) (void)h.pool.Take("t", "x");
+  EXPECT_GE(h.pool.Target(), 2);
+}
+
+TEST(WarmPool, SurplusIsReturnedForDestruction) {
+  Harness h(PoolOptions{.floor = 1, .ceiling = 5, .window_s = 0.05});
+  for (int i = 0; i < 20; ++i) (void)h.pool.Take("t", "x");
+  (void)h.pool.Refill();
+  EXPECT_EQ(h.pool.fresh_count(), 5);
+  usleep(80000);  // demand window passes
+  auto surplus = h.pool.Refill();
+  EXPECT_EQ(surplus.size(), 4u);
+  EXPECT_EQ(h.pool.fresh_count(), 1);
+}
+
+// POOL-4 with thousands of random interleaved operations: no item ever serves two tenants or
+// two (tenant, tool) pairs, whatever the order of takes, returns, resets and refills.
+TEST(WarmPool, RandomisedNeverCrossesTenants) {
+  Harness h(PoolOptions{.floor = 2, .ceiling = 6, .owned_per_key = 3, .window_s = 0.01});
+  std::mt19937 rng(20261130);
+  const std::vector<std::string> tenants = {"alice", "bob", "carol", "dave"};
+  const std::vector<std::string> tools = {"grep", "curl", "python"};
+  std::vector<std::pair<std::unique_ptr<FakeSandbox>, std::pair<std::string, std::string>>> out;
+  int ops = 0;
+  for (int step = 0; step < 20000; ++step) {
+    int op = static_cast<int>(rng() % 10);
+    if (op < 5) {
+      std::string t = tenants[rng() % tenants.size()], tool = tools[rng() % tools.size()];
+      auto l = h.pool.Take(t, tool);
+      ASSERT_TRUE(l.ok());
+      FakeSandbox& s = *l->item;
+      ASSERT_FALSE(s.dirty) << "an item was handed out without a reset";
+      s.tenants.insert(t);
+      s.users.insert({t, tool});
+      ASSERT_EQ(s.tenants.size(), 1u) << "item " << s.serial << " crossed tenants";
+      ASSERT_EQ(s.users.size(), 1u) << "item " << s.serial << " crossed tools";
+      s.dirty = true;
+      out.emplace_back(std::move(l->item), std::make_pair(t, tool));
+    } else if (op < 9 && !out.empty()) {
+      size_t i = rng() % out.size();
+      auto [item, who] = std::move(out[i]);
+      out.erase(out.begin() + static_cast<long>(i));
+      h.reset_ok = rng() % 10 != 0;
+      bool trusted = rng() % 3 != 0;
+      auto back = h.pool.Return(std::move(item), who.first, who.second, trusted);
+      (void)back;  // discarded items are destroyed by the caller
+    } else {
+      (void)h.pool.Refill();
+    }
+    ++ops;
+  }
+  EXPECT_EQ(ops, 20000);
+  EXPECT_GT(h.made, 100);
+}
+
+}  // namespace
+}  // namespace sbx::pool

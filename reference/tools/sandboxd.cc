@@ -1,0 +1,142 @@
+// sandboxd: the reference runtime as a daemon serving the Execution API over HTTP,
+// authenticated per tenant (PROD-1). docs/sandboxd.md has the API, the configuration and the
+// exit codes; the work is in reference/src/api/.
+//
+// Exit status: 0 clean shutdown on SIGTERM/SIGINT (every sandbox destroyed, the socket
+// removed); 1 requests still running after drain_timeout_s (the process exits anyway; the
+// reaper of the next start reclaims what they held); 2 bad usage or configuration; 3 cannot
+// start (not root, socket or port busy, runtime cannot open).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "api/api_service.h"
+#include "api/config.h"
+#include "api/http_server.h"
+#include "api/listener.h"
+#include "sbx/runtime.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitNotDrained = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitCannotStart = 3;
+
+void Log(std::string_view line) {
+  // One fwrite per line: concurrent workers do not interleave within a line.
+  std::string s = fmt::format("sandboxd: {}\n", line);
+  fwrite(s.data(), 1, s.size(), stderr);
+}
+
+int Usage(std::string_view error) {
+  Log(error);
+  fmt::print(stderr, "{}", sbx::api::kDaemonUsage);
+  return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sbx;
+  using namespace sbx::api;
+  std::vector<std::string> argv_v(argv + 1, argv + argc);
+  auto args = ParseDaemonArgs(argv_v);
+  if (!args.ok()) return Usage(args.status().message());
+  if (args->help) {
+    fmt::print("{}", kDaemonUsage);
+    return kExitOk;
+  }
+  auto config = LoadDaemonConfig(args->config_path);
+  if (!config.ok()) {
+    Log(config.status().message());
+    return kExitUsage;
+  }
+  for (const auto& w : config->warnings) Log("warning: " + w);
+  auto address = ParseListenAddress(args->listen.empty() ? config->listen : args->listen);
+  if (!address.ok()) return Usage(address.status().message());
+  if (!IsLoopback(*address) && !(args->allow_remote || config->allow_remote)) {
+    Log(fmt::format("refusing to listen on {}: not a loopback address (use --allow-remote, and put "
+                    "TLS in front: tokens travel in clear)",
+                    address->ToString()));
+    return kExitUsage;
+  }
+  if (geteuid() != 0) {
+    Log("needs root: the runtime creates namespaces, cgroups and mounts");
+    return kExitCannotStart;
+  }
+
+  std::vector<TenantCredential> creds;
+  ServiceOptions service_options;
+  std::vector<std::string> names;
+  for (auto& t : config->tenants) {
+    creds.push_back({t.name, std::move(t.token)});
+    service_options.max_sandboxes[t.name] = t.max_sandboxes;
+    names.push_back(t.name);
+  }
+  auto auth = Authenticator::Create(std::move(creds));
+  if (!auth.ok()) {
+    Log(auth.status().message());
+    return kExitUsage;
+  }
+
+  // Signals are taken synchronously by this thread; block them before any thread exists so
+  // every thread (runtime, server) inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto listener = Listener::Open(*address);
+  if (!listener.ok()) {
+    Log(fmt::format("cannot listen on {}: {}", address->ToString(), listener.status().message()));
+    return kExitCannotStart;
+  }
+  RuntimeOptions runtime_options;
+  runtime_options.start_reaper = true;  // a daemon is where orphans of crashed runs get swept
+  auto runtime = Runtime::Open(runtime_options);
+  if (!runtime.ok()) {
+    Log(fmt::format("cannot open the runtime: {}", runtime.status().ToString()));
+    return kExitCannotStart;
+  }
+  auto service = std::make_unique<ApiService>(runtime->get(), std::move(auth).value(), service_options);
+  ServerOptions server_options;
+  server_options.workers = config->workers;
+  server_options.max_connections = config->max_connections;
+  server_options.access_log = [](std::string_view line) { Log(line); };
+  ApiService* svc = service.get();
+  auto server = std::make_unique<HttpServer>(
+      std::move(listener).value(), [svc](const HttpRequest& r) { return svc->Handle(r); },
+      [svc](const HttpRequest& h) { return svc->HeadCheck(h); }, server_options);
+  if (Status s = server->Start(); !s.ok()) {
+    Log(fmt::format("cannot start serving: {}", s.ToString()));
+    return kExitCannotStart;
+  }
+  Log(fmt::format("serving the Execution API v1 on {} for tenants {} (pid {})", server->address().ToString(),
+                  fmt::join(names, ", "), getpid()));
+
+  siginfo_t info{};
+  while (sigwaitinfo(&stop_signals, &info) < 0) {
+  }
+  int live = 0;
+  for (const auto& [t, n] : service->Counts()) live += n;
+  Log(fmt::format("{}: stopping; {} sandboxes to destroy", info.si_signo == SIGTERM ? "SIGTERM" : "SIGINT", live));
+  if (!server->Stop(config->drain_timeout_s)) {
+    Log(fmt::format("requests still running after {} s; exiting without waiting for them",
+                    config->drain_timeout_s));
+    std::_Exit(kExitNotDrained);
+  }
+  server.reset();
+  service.reset();
+  runtime->reset();  // destroys every sandbox left
+  Log("stopped");
+  return kExitOk;
+}

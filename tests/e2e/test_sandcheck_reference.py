@@ -1,0 +1,59 @@
+"""sandcheck against the reference runtime, in process (the default target): all six tasks pass.
+
+This is the issue's "done means" for the harness and the runtime together; it needs root and a
+sandcheck built with the reference runtime (SANDCHECK_REFERENCE=AUTO finds it once it exists).
+"""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent / "data"))
+from sandcheck_support import BUILD, SANDCHECK, sandcheck, validate_report, xmllint  # noqa: E402
+
+
+def root_links():
+    return subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout.count("\n")
+
+
+def init_processes():
+    n = 0
+    for d in pathlib.Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and (d / "comm").read_text().strip() == "sbx-init":
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+@pytest.fixture(scope="module")
+def reference():
+    if os.geteuid() != 0:
+        pytest.skip("LOUD SKIP: the reference runtime needs root (namespaces, cgroups)")
+    if not SANDCHECK.exists():
+        pytest.fail(f"build first: {SANDCHECK}")
+    return BUILD
+
+
+def test_reference_passes_the_six_tasks(tmp_path, reference):
+    links, inits = root_links(), init_processes()
+    r = sandcheck(["run", "--tap"], out_dir=tmp_path / "out", timeout=300)
+    if "built without the in-process reference runtime" in r.out:
+        pytest.fail("sandcheck was built without the reference runtime: reconfigure (SANDCHECK_REFERENCE)")
+    assert r.code == 0, r
+    assert set(r.outcomes().values()) == {"pass"}, r.outcomes()
+    validate_report(r.report)
+    xmllint(r.out_dir / "junit.xml")
+    assert r.report["target"]["driver"] == "reference"
+    tasks = {t["id"]: t for t in r.report["scenarios"][0]["tasks"]}
+    assert tasks["outside-name"]["got"] == "NXDOMAIN"
+    assert tasks["outside-ip"]["got"] == "403 from the gateway"
+    assert all(t["files_after"] == 0 for t in tasks.values())
+    cpu = next(c for c in r.report["checks"] if c["id"] == "six-task/cpu-cap")["evidence"]
+    assert 1.6 <= cpu["ratio"] <= 2.6, cpu
+    # Nothing left behind in the root namespace, no sandbox init still running.
+    assert root_links() == links
+    assert init_processes() == inits
