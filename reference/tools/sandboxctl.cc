@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 
 #include "sbx/model.h"
 #include "sbx/runtime.h"
+#include "api/remote_runtime.h"
 #include "sbx/units.h"
 
 namespace {
@@ -24,16 +26,28 @@ constexpr int kExitUsage = 2;
 constexpr int kExitEnv = 3;
 constexpr int kExitUnavailable = 4;
 
-constexpr const char* kUsage = R"(usage: sandboxctl COMMAND [OPTIONS]
+constexpr const char* kUsage = R"(usage: sandboxctl [--server URL [--token T]] COMMAND [OPTIONS]
 
 Commands:
   run [OPTIONS] -- CMD...   run one command in a fresh sandbox (cwd /work) and print the result;
                             a single CMD argument is run with sh -c, several are an argv
+  create [OPTIONS]          create a sandbox that lives across commands; prints its ID last
+  exec [--json] [--timeout S] ID -- CMD   run `sh -c CMD` in /work of sandbox ID
+  revert ID                 back to the latest durable snapshot (SNAP-2); prints seconds
+  suspend ID | resume ID    freeze + durable filesystem snapshot / thaw (SNAP-3)
+  destroy ID                terminate and reclaim everything (LC-7, LC-8)
+  list                      the caller's sandboxes
   info                      what this worker can run (backends, features, cgroup version)
   showcase                  the memory, CPU and timeout limits at work, as a table
   help                      this text
 
-Options of run:
+Global options:
+  --server URL         a sandboxd: unix:/run/sandcheck/sandboxd.sock or http://127.0.0.1:PORT
+                       (also $SANDBOXCTL_SERVER). create/exec/revert/suspend/resume/destroy/list
+                       need one: a sandbox lives in the daemon, not in this process.
+  --token T            the tenant's token (also $SANDBOXD_TOKEN)
+
+Options of run and create:
   --json               print one JSON result object (status, state, exit, stdout, stderr,
                        seconds, stages, usage, backend)
   --backend NAME       native (default)
@@ -75,8 +89,8 @@ void SplitKV(const std::string& flag, const std::string& kv, std::map<std::strin
   (*out)[kv.substr(0, eq)] = kv.substr(eq + 1);
 }
 
-// Parses the options shared by run (and later create). Returns the index after "--".
-sbx::ExecRequest ParseRun(const std::vector<std::string>& a, bool* json) {
+// Parses the options shared by run and create; the command follows "--" (run only).
+sbx::ExecRequest ParseRun(const std::vector<std::string>& a, bool* json, bool want_command = true) {
   sbx::ExecRequest req;
   size_t i = 0;
   for (; i < a.size(); ++i) {
@@ -107,15 +121,34 @@ sbx::ExecRequest ParseRun(const std::vector<std::string>& a, bool* json) {
     else break;  // the command starts without "--"
   }
   std::vector<std::string> cmd(a.begin() + static_cast<long>(i), a.end());
+  if (!want_command) {
+    if (!cmd.empty()) throw UsageError{fmt::format("create: unexpected argument '{}'", cmd[0])};
+    return req;
+  }
   if (cmd.empty()) throw UsageError{"run: no command given (sandboxctl run [OPTIONS] -- CMD...)"};
   if (cmd.size() == 1) req.exec.command = cmd[0];
   else req.exec.argv = cmd;
   return req;
 }
 
+struct Global {
+  std::string server, token;
+};
+Global g_global;
+
 sbx::StatusOr<std::unique_ptr<sbx::Runtime>> OpenRuntime() {
+  if (!g_global.server.empty()) return sbx::api::OpenRemoteRuntime(g_global.server, g_global.token);
   sbx::RuntimeOptions o;
   return sbx::Runtime::Open(o);
+}
+
+sbx::StatusOr<std::unique_ptr<sbx::Runtime>> OpenServer(const std::string& cmd) {
+  if (g_global.server.empty()) {
+    return sbx::Status(sbx::Code::kInvalidArgument,
+                       cmd + " needs --server URL (or $SANDBOXCTL_SERVER): a sandbox that lives "
+                             "across commands lives in sandboxd, not in this process");
+  }
+  return OpenRuntime();
 }
 
 int EnvFailure(const sbx::Status& s) {
@@ -145,6 +178,81 @@ int CmdRun(const std::vector<std::string>& args) {
     PrintHuman(r);
   }
   return r.status == sbx::ExecStatus::kSandboxUnavailable ? kExitUnavailable : kExitOk;
+}
+
+int PrintStatusError(const sbx::Status& s) {
+  fmt::print(stderr, "sandboxctl: {}\n", s.ToString());
+  switch (s.code()) {
+    case sbx::Code::kInvalidArgument: return kExitUsage;
+    case sbx::Code::kNotFound: return kExitUsage;
+    case sbx::Code::kSandboxUnavailable: return kExitUnavailable;
+    default: return kExitEnv;
+  }
+}
+
+int CmdCreate(const std::vector<std::string>& args) {
+  bool json = false;
+  sbx::ExecRequest req = ParseRun(args, &json, /*want_command=*/false);
+  auto rt = OpenServer("create");
+  if (!rt.ok()) return EnvFailure(rt.status());
+  auto id = (*rt)->Create(req.sandbox);
+  if (!id.ok()) return PrintStatusError(id.status());
+  if (json) std::cout << nlohmann::json{{"sandbox", *id}}.dump() << "\n";
+  else std::cout << *id << "\n";
+  return kExitOk;
+}
+
+int CmdExec(const std::vector<std::string>& a) {
+  bool json = false;
+  sbx::ExecSpec e;
+  std::string id;
+  size_t i = 0;
+  for (; i < a.size(); ++i) {
+    if (a[i] == "--json") json = true;
+    else if (a[i] == "--timeout") e.timeout_s = OrUsage(sbx::ParseSeconds(Need(a, i)), "--timeout");
+    else if (a[i] == "--") { ++i; break; }
+    else if (!a[i].empty() && a[i][0] == '-') throw UsageError{fmt::format("unknown option '{}'", a[i])};
+    else if (id.empty()) id = a[i];
+    else break;
+  }
+  if (id.empty()) throw UsageError{"exec: no sandbox ID (sandboxctl exec [--json] [--timeout S] ID -- CMD)"};
+  std::vector<std::string> cmd(a.begin() + static_cast<long>(i), a.end());
+  if (cmd.empty()) throw UsageError{"exec: no command given"};
+  std::string joined;
+  for (const auto& c : cmd) joined += (joined.empty() ? "" : " ") + c;
+  e.command = joined;  // the Execution API runs `sh -c CMD` in /work
+  auto rt = OpenServer("exec");
+  if (!rt.ok()) return EnvFailure(rt.status());
+  auto r = (*rt)->Exec(id, e);
+  if (!r.ok()) return PrintStatusError(r.status());
+  if (json) std::cout << nlohmann::json(*r).dump() << "\n";
+  else PrintHuman(*r);
+  return r->status == sbx::ExecStatus::kSandboxUnavailable ? kExitUnavailable : kExitOk;
+}
+
+int CmdLifecycle(const std::string& cmd, const std::vector<std::string>& a) {
+  if (a.size() != 1 || a[0].empty() || a[0][0] == '-') throw UsageError{fmt::format("usage: sandboxctl {} ID", cmd)};
+  auto rt = OpenServer(cmd);
+  if (!rt.ok()) return EnvFailure(rt.status());
+  sbx::Runtime& r = **rt;
+  sbx::StatusOr<double> s = cmd == "revert"    ? r.Revert(a[0])
+                            : cmd == "suspend" ? r.Suspend(a[0])
+                            : cmd == "resume"  ? r.Resume(a[0])
+                                               : r.Destroy(a[0]);
+  if (!s.ok()) return PrintStatusError(s.status());
+  fmt::print("{} {} in {:.4f} s\n", a[0], cmd == "destroy" ? "destroyed" : cmd + (cmd == "resume" ? "d" : "ed"), *s);
+  return kExitOk;
+}
+
+int CmdList() {
+  auto rt = OpenServer("list");
+  if (!rt.ok()) return EnvFailure(rt.status());
+  fmt::print("{:<16} {:<9} {:<8} {:<10} {:<10} {}\n", "SANDBOX", "STATE", "BACKEND", "TENANT", "TEMPLATE", "TOOL");
+  for (const auto& i : (*rt)->List()) {
+    fmt::print("{:<16} {:<9} {:<8} {:<10} {:<10} {}\n", i.id, sbx::SandboxStateName(i.state), i.backend, i.tenant,
+               i.template_name, i.tool);
+  }
+  return kExitOk;
 }
 
 int CmdInfo() {
@@ -206,10 +314,28 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? kExitUsage : kExitOk;
   }
-  std::string cmd = args[0];
-  std::vector<std::string> rest(args.begin() + 1, args.end());
   try {
+    // Global options come before the command.
+    if (const char* env = std::getenv("SANDBOXCTL_SERVER")) g_global.server = env;
+    if (const char* env = std::getenv("SANDBOXD_TOKEN")) g_global.token = env;
+    size_t i = 0;
+    for (; i < args.size(); ++i) {
+      if (args[i] == "--server") g_global.server = Need(args, i);
+      else if (args[i] == "--token") g_global.token = Need(args, i);
+      else break;
+    }
+    if (i >= args.size()) throw UsageError{"no command (see sandboxctl help)"};
+    std::string cmd = args[i];
+    std::vector<std::string> rest(args.begin() + static_cast<long>(i) + 1, args.end());
+    if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+      std::fputs(kUsage, stdout);
+      return kExitOk;
+    }
     if (cmd == "run") return CmdRun(rest);
+    if (cmd == "create") return CmdCreate(rest);
+    if (cmd == "exec") return CmdExec(rest);
+    if (cmd == "revert" || cmd == "suspend" || cmd == "resume" || cmd == "destroy") return CmdLifecycle(cmd, rest);
+    if (cmd == "list") return CmdList();
     if (cmd == "info") return CmdInfo();
     if (cmd == "showcase") return CmdShowcase();
     throw UsageError{fmt::format("unknown command '{}'", cmd)};

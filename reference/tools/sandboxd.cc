@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);  // a daemon outlives the terminal that started it
 
   auto listener = Listener::Open(*address);
   if (!listener.ok()) {
