@@ -11,7 +11,7 @@ SBX_PACKAGES=(
   libseccomp-dev libcgroup-dev libfmt-dev nlohmann-json3-dev
   libnftables-dev libmnl-dev libldns-dev
   busybox-static iproute2 nftables file
-  python3-pytest python3-jsonschema libxml2-utils
+  python3-pytest python3-jsonschema libxml2-utils chromium
 )
 
 sbx_log() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
