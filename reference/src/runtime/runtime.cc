@@ -28,6 +28,7 @@
 #include "pool/warm_pool.h"
 #include "select/selection.h"
 #include "runtime/executor.h"
+#include "runtime/lifecycle.h"
 #include "runtime/reaper.h"
 
 namespace sbx {
@@ -178,29 +179,19 @@ class RuntimeImpl final : public Runtime {
 
   ExecResult Run(const ExecRequest& req) override {
     if (pool_options_) return RunPooled(req);
-    ExecResult r;
-    StageTimings create_t;
-    std::string id = NewId();
-    auto created = CreateSandbox(id, req.sandbox, &create_t, backend::CreateMode::kOneShot);
-    if (!created.ok()) return Unavailable(created.status(), req.sandbox.backend);
-    std::unique_ptr<backend::Sandbox> sb = std::move(created).value();
-    auto res = sb->Exec(req.exec);
-    if (res.ok()) {
-      r = std::move(res).value();
-    } else {
-      r.status = ExecStatus::kToolError;
-      r.state = SandboxState::kCrashed;
-      r.reason = res.status().message();
-      r.error_code = std::string(CodeName(res.status().code()));
+    auto name = SelectFor(req.sandbox);
+    if (!name.ok()) return Unavailable(name.status(), req.sandbox.backend);
+    auto it = backends_.find(*name);
+    if (it == backends_.end()) {
+      return Unavailable(Status(Code::kSandboxUnavailable, fmt::format("unknown backend '{}'", *name)), *name);
     }
-    StageTimings end_t;
-    sb->Destroy(&end_t);  // LC-9: ephemeral by default
-    r.stages.allocate = create_t.allocate;
-    r.stages.initialize = create_t.initialize;
-    r.stages.destroy = end_t.destroy;
-    r.stages.cleanup = end_t.cleanup;
-    if (r.backend.empty()) r.backend = BackendName(req.sandbox);
-    return r;
+    const Status& probe = probes_.at(*name);
+    if (!probe.ok()) {
+      return Unavailable(Status(Code::kSandboxUnavailable,
+                                fmt::format("backend '{}' unsupported on this host: {}", *name, probe.message())),
+                         *name);
+    }
+    return RunOneShot(*it->second, NewId(), req);
   }
 
   // POOL-2: take a warm sandbox, inject context, execute; return it per POOL-3 in the background.
@@ -399,15 +390,9 @@ class RuntimeImpl final : public Runtime {
     return it->second->Create(id, spec, t, mode);
   }
 
+  // invalid_argument (e.g. an unknown backend name) is still "no sandbox": the code says why.
   static ExecResult Unavailable(const Status& s, const std::string& backend) {
-    ExecResult r;
-    r.status = s.code() == Code::kToolError ? ExecStatus::kToolError : ExecStatus::kSandboxUnavailable;
-    // invalid_argument (e.g. an unknown backend name) is still "no sandbox": the code says why.
-    r.state = SandboxState::kCrashed;
-    r.reason = s.message();
-    r.error_code = std::string(CodeName(s.code()));
-    r.backend = backend.empty() ? "native" : backend;
-    return r;
+    return UnavailableResult(s, backend.empty() ? "native" : backend);
   }
 
   using SandboxPool = pool::WarmPool<backend::Sandbox>;
