@@ -11,6 +11,7 @@ SBX_PACKAGES=(
   libseccomp-dev libcgroup-dev libfmt-dev nlohmann-json3-dev
   libnftables-dev libmnl-dev libldns-dev
   busybox-static iproute2 nftables file
+  bubblewrap runc crun runsc
   python3-pytest python3-jsonschema libxml2-utils chromium
 )
 

@@ -11,7 +11,7 @@ SECS=${SBX_FUZZ_SECONDS:-20}
 ARTIFACTS=$BUILD/fuzz/artifacts
 mkdir -p "$ARTIFACTS"
 status=0
-for t in http_head_fuzz tls_sni_fuzz dns_message_fuzz; do
+for t in http_head_fuzz tls_sni_fuzz dns_message_fuzz http_request_fuzz; do
   bin=$BUILD/fuzz/$t
   if [[ ! -x $bin ]]; then
     echo "fuzz: $bin is missing (is clang-14 installed? build target sbx_fuzz)" >&2

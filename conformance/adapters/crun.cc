@@ -36,9 +36,8 @@ class Crun : public OciRuntime {
 
   sbx::Status SetUpProcess() override {
     ASSIGN_OR_RETURN(auto own, CgroupDirsOf(getpid()));
-    bool has_v1 = std::any_of(own.begin(), own.end(),
+    bool hybrid = std::any_of(own.begin(), own.end(),
                               [](const CgroupDir& d) { return !d.controllers.empty(); });
-    if (!has_v1) return sbx::Status::Ok();  // pure v2: crun handles it as is
     // SECURITY: a private mount namespace for this adapter process only; slave propagation so
     // nothing done here reaches the host's mount table. Everything vanishes when the op ends.
     if (unshare(CLONE_NEWNS) != 0) return sbx::ErrnoStatus("unshare(CLONE_NEWNS)");
@@ -46,13 +45,15 @@ class Crun : public OciRuntime {
       return sbx::ErrnoStatus("mount --make-rslave /");
     }
     for (const auto& d : own) {
-      if (d.controllers.empty()) {
+      if (d.controllers.empty() && hybrid) {
         // The hybrid layout's cgroup2 has no controllers; hide it so crun takes the v1 path.
         if (mount("tmpfs", d.mount_point.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                   "size=4k,mode=755") != 0) {
           return sbx::ErrnoStatus(fmt::format("mount tmpfs on {}", d.mount_point));
         }
       } else if (d.dir != d.mount_point) {
+        // The hierarchy's root becomes the adapter's own cgroup, so crun's absolute
+        // cgroupsPath lands below it (a pure v2 host too; untested here: this host is hybrid).
         if (mount(d.dir.c_str(), d.mount_point.c_str(), nullptr, MS_BIND, nullptr) != 0) {
           return sbx::ErrnoStatus(fmt::format("bind {} on {}", d.dir, d.mount_point));
         }

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "subprocess.h"
 #include "target.h"
 
@@ -35,6 +37,7 @@ class AdapterDriver final : public Target {
     ASSIGN_OR_RETURN(json j, Call("info", json::object(), 0));
     auto info = ParseInfo(j);
     if (!info.ok()) return Wrap("info", info.status());
+    features_ = info->features;
     return info;
   }
 
@@ -63,6 +66,41 @@ class AdapterDriver final : public Target {
   }
   sbx::StatusOr<OpAnswer> Destroy(const std::string& sandbox) override {
     return Op("destroy", sandbox);
+  }
+
+  sbx::StatusOr<OpAnswer> Suspend(const std::string& sandbox) override {
+    return Op("suspend", sandbox);
+  }
+  sbx::StatusOr<OpAnswer> Resume(const std::string& sandbox) override {
+    return Op("resume", sandbox);
+  }
+
+  // NFR-5 through an adapter (an extension of v1, docs/nfr.md): a target that lists the feature
+  // "orphan_sweep" answers `orphan_sweep {"samples","sandboxes"}` with {"seconds":[...]}: it
+  // kills its own runtime holding that many sandboxes and times its reaper itself.
+  sbx::StatusOr<OrphanSweep> MeasureOrphanSweep(int samples, int sandboxes) override {
+    if (std::find(features_.begin(), features_.end(), "orphan_sweep") == features_.end()) {
+      return sbx::Unsupported(
+          "the adapter does not list the feature orphan_sweep (the op that kills its runtime and "
+          "times its reaper, docs/nfr.md)");
+    }
+    ASSIGN_OR_RETURN(json j, Call("orphan_sweep", {{"samples", samples}, {"sandboxes", sandboxes}},
+                                  60.0 * samples));
+    OrphanSweep out;
+    out.clock = "target";
+    if (!j.is_object() || !j.contains("seconds") || !j["seconds"].is_array()) {
+      return sbx::Internal(
+          fmt::format("adapter {} orphan_sweep: answer lacks \"seconds\" (an array)", path_));
+    }
+    for (const auto& v : j["seconds"]) {
+      if (!v.is_number() || v.get<double>() < 0) {
+        return sbx::Internal(
+            fmt::format("adapter {} orphan_sweep: \"seconds\" holds a non-number", path_));
+      }
+      out.seconds.push_back(v.get<double>());
+    }
+    out.evidence = j;
+    return out;
   }
 
   sbx::StatusOr<json> GatewayLog(const std::string& sandbox) override {
@@ -130,6 +168,7 @@ class AdapterDriver final : public Target {
 
   std::string path_;
   TargetOptions options_;
+  std::vector<std::string> features_;  // from info
 };
 
 }  // namespace

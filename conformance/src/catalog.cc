@@ -30,9 +30,7 @@ std::vector<Requirement> ParseRequirements() {
   return out;
 }
 
-struct Source {
-  std::string origin, text;
-};
+}  // namespace
 
 sbx::StatusOr<Source> FindScenarioSource(const std::string& arg) {
   bool is_file = arg.find('/') != std::string::npos ||
@@ -51,11 +49,30 @@ sbx::StatusOr<Source> FindScenarioSource(const std::string& arg) {
   }
   std::string rel = fmt::format("scenarios/{}.json", arg);
   if (auto data = FindEmbedded(rel)) return Source{"embedded:" + rel, std::string(*data)};
+  std::vector<std::string> names = BuiltinScenarioNames();
+  for (const auto& n : BuiltinNfrNames()) names.push_back(n);
   return sbx::NotFound(fmt::format("no scenario named '{}' (built in: {}; or give a FILE.json)",
-                                   arg, Join(BuiltinScenarioNames(), ", ")));
+                                   arg, Join(names, ", ")));
 }
 
-}  // namespace
+bool IsNfrDocument(std::string_view text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("kind") && j["kind"] == "nfr";
+}
+
+std::vector<std::string> BuiltinNfrNames() {
+  std::vector<std::string> names;
+  for (const auto& f : EmbeddedFiles()) {
+    std::string_view p = f.path;
+    if (p.rfind("scenarios/", 0) != 0 || p.find('/', 10) != std::string_view::npos ||
+        p.size() <= 15 || p.substr(p.size() - 5) != ".json") {
+      continue;
+    }
+    if (IsNfrDocument(f.data)) names.emplace_back(p.substr(10, p.size() - 15));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 const std::vector<Requirement>& Requirements() {
   static const std::vector<Requirement> kReqs = ParseRequirements();

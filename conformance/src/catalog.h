@@ -24,6 +24,16 @@ bool IsKnownRequirement(const std::string& id);
 
 // Names of the scenarios compiled into the binary, sorted.
 std::vector<std::string> BuiltinScenarioNames();
+// Names of the latency-target files ("kind": "nfr", docs/nfr.md) compiled into the binary.
+std::vector<std::string> BuiltinNfrNames();
+// A latency-target file rather than a task scenario?
+bool IsNfrDocument(std::string_view text);
+
+// The text of `--scenario NAME|FILE` (same search as LoadScenarios) and where it came from.
+struct Source {
+  std::string origin, text;
+};
+sbx::StatusOr<Source> FindScenarioSource(const std::string& arg);
 
 // Loads scenarios by name or file, applying --var overrides. An override no scenario declares,
 // an unknown requirement ID or a duplicate scenario is kInvalidArgument; a missing file kNotFound.

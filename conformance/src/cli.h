@@ -44,6 +44,12 @@ int CmdRun(const std::vector<std::string>& args);
 int CmdList(const std::vector<std::string>& args);
 int CmdCoverage(const std::vector<std::string>& args);
 int CmdRender(const std::vector<std::string>& args);
+// The latency targets (docs/nfr.md): `run --scenario nfr` (CmdRun hands over), gate, compare,
+// and the reproductions of the demo's measurements.
+int CmdRunNfr(const std::vector<std::string>& args);
+int CmdGate(const std::vector<std::string>& args);
+int CmdCompare(const std::vector<std::string>& args);
+int CmdReproduce(const std::vector<std::string>& args);
 
 // Prints "sandcheck CMD: MESSAGE" to stderr and returns kExitUsage (or `code`).
 int UsageError(const std::string& cmd, const std::string& message, int code = kExitUsage);

@@ -8,6 +8,7 @@
 #include "catalog.h"
 #include "cli.h"
 #include "json_strict.h"
+#include "nfr_spec.h"
 #include "render.h"
 #include "report.h"
 
@@ -36,10 +37,31 @@ Renders junit.xml, report.md, report.html (and report.tap with --tap) from a rep
 into DIR (default: the directory of REPORT.json). Exit 2 if the file is not a report.
 )";
 
-sbx::StatusOr<std::vector<Scenario>> Scenarios(const ParsedArgs& a) {
-  std::vector<std::string> names = a.All("scenario");
-  if (names.empty()) names = BuiltinScenarioNames();
-  return LoadScenarios(names, {});
+// The task scenarios and the latency-target files (docs/nfr.md) asked for, or all built in.
+sbx::StatusOr<std::vector<Scenario>> Scenarios(const ParsedArgs& a,
+                                               std::vector<NfrSpec>* nfr = nullptr) {
+  std::vector<std::string> names = a.All("scenario"), tasks;
+  if (names.empty()) {
+    tasks = BuiltinScenarioNames();
+    names = BuiltinNfrNames();
+  } else {
+    std::vector<std::string> rest;
+    for (const auto& n : names) {
+      auto src = FindScenarioSource(n);
+      (src.ok() && IsNfrDocument(src->text) ? rest : tasks).push_back(n);
+    }
+    names = rest;
+  }
+  for (const auto& n : names) {
+    ASSIGN_OR_RETURN(NfrSpec s, LoadNfrByName(n, {}, nullptr));
+    if (nfr) nfr->push_back(std::move(s));
+  }
+  return LoadScenarios(tasks, {});
+}
+
+// The checks a latency target gives, as they are named in a report (one per backend).
+std::string NfrCheckPattern(const NfrSpec& s, const NfrTarget& t) {
+  return NfrCheckId(s, t, t.RuntimeWide() ? "" : "BACKEND");
 }
 
 json CheckJson(const CheckSpec& c) {
@@ -65,10 +87,29 @@ int CmdList(const std::vector<std::string>& args) {
   }
   if (!parsed->positional.empty())
     return UsageError("list", "unexpected argument " + parsed->positional[0]);
-  auto scenarios = Scenarios(*parsed);
+  std::vector<NfrSpec> nfr;
+  auto scenarios = Scenarios(*parsed, &nfr);
   if (!scenarios.ok()) return UsageError("list", scenarios.status().message());
   if (parsed->Has("json")) {
     json out = json::array();
+    for (const NfrSpec& s : nfr) {
+      json targets = json::array();
+      for (const NfrTarget& t : s.targets) {
+        targets.push_back({{"id", t.id},
+                           {"title", t.title},
+                           {"requirement", t.requirement},
+                           {"limit_s", t.limited ? json(t.limit_s) : json(nullptr)},
+                           {"percentile", t.percentile},
+                           {"clock", t.clock},
+                           {"method", NfrMethodName(t.method)},
+                           {"samples", t.samples},
+                           {"backends", t.backends},
+                           {"boundary", t.boundary},
+                           {"check", t.limited ? json(NfrCheckPattern(s, t)) : json(nullptr)}});
+      }
+      out.push_back({{"name", s.name}, {"title", s.title}, {"origin", s.origin}, {"kind", "nfr"},
+                     {"targets", targets}});
+    }
     for (const auto& s : *scenarios) {
       json checks = json::array(), vars = json::object(), tasks = json::array();
       for (const CheckSpec* c : s.AllChecks()) checks.push_back(CheckJson(*c));
@@ -110,6 +151,20 @@ int CmdList(const std::vector<std::string>& args) {
       if (!c->title.empty()) std::printf("    %-30s %s\n", "", c->title.c_str());
     }
   }
+  for (const NfrSpec& s : nfr) {
+    std::printf("latency targets %s: %s\n  from %s\n", s.name.c_str(), s.title.c_str(),
+                s.origin.c_str());
+    for (const NfrTarget& t : s.targets) {
+      std::printf("    %-30s %-6s %-8s %s\n", NfrCheckPattern(s, t).c_str(),
+                  t.limited ? t.level.c_str() : "-", t.limited ? t.requirement.c_str() : "-",
+                  t.limited ? fmt::format("p{:g} < {:g} ms, {} samples, {}", t.percentile,
+                                          t.limit_s * 1000, t.samples, NfrMethodName(t.method))
+                                  .c_str()
+                            : fmt::format("measured only ({} samples, {})", t.samples,
+                                          NfrMethodName(t.method))
+                                  .c_str());
+    }
+  }
   return kExitPass;
 }
 
@@ -122,9 +177,15 @@ int CmdCoverage(const std::vector<std::string>& args) {
   }
   if (!parsed->positional.empty())
     return UsageError("coverage", "unexpected argument " + parsed->positional[0]);
-  auto scenarios = Scenarios(*parsed);
+  std::vector<NfrSpec> nfr;
+  auto scenarios = Scenarios(*parsed, &nfr);
   if (!scenarios.ok()) return UsageError("coverage", scenarios.status().message());
   std::map<std::string, std::vector<std::string>> by_req;
+  for (const NfrSpec& s : nfr) {
+    for (const NfrTarget& t : s.targets) {
+      if (t.limited) by_req[t.requirement].push_back(NfrCheckPattern(s, t));
+    }
+  }
   for (const auto& s : *scenarios) {
     for (const CheckSpec* c : s.AllChecks()) {
       for (const auto& r : c->requirements) by_req[r].push_back(c->id);

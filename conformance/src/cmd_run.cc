@@ -53,6 +53,8 @@ Replays scenarios against a sandbox runtime and writes the reports.
                         none (the target resolves the mirror itself), or HOST:PORT of a running mirror
   --mirror-bin PATH     the mirror fixture (default: sbx-mirror next to sandcheck)
   --mirror-root DIR     the mirror's content (default: fixtures/mirror/content of the source tree)
+  --samples N           --scenario nfr only: samples per latency target (docs/nfr.md)
+  --only ID,...         --scenario nfr only: measure these latency targets only
 
 Output: the log "label phase state http seconds result" on stdout, a progress line on stderr
 when it is a terminal, then the verdict per check and the paths of the reports.
@@ -137,7 +139,9 @@ int CmdRun(const std::vector<std::string>& args) {
                                  {"adapter-timeout"},
                                  {"mirror"},
                                  {"mirror-bin"},
-                                 {"mirror-root"}});
+                                 {"mirror-root"},
+                                 {"samples"},
+                                 {"only"}});
   if (!parsed.ok()) return UsageError("run", parsed.status().message());
   const ParsedArgs& a = *parsed;
   if (a.help) {
@@ -167,6 +171,13 @@ int CmdRun(const std::vector<std::string>& args) {
 
   std::vector<std::string> names = a.All("scenario");
   if (names.empty()) names.push_back("six-task");
+  for (const auto& n : names) {
+    // Latency targets (docs/nfr.md) are measured, not replayed: their own runner.
+    auto src = FindScenarioSource(n);
+    if (src.ok() && IsNfrDocument(src->text)) return CmdRunNfr(args);
+  }
+  if (a.Has("samples") || a.Has("only"))
+    return UsageError("run", "--samples and --only apply to --scenario nfr only");
   auto scenarios = LoadScenarios(names, *vars);
   if (!scenarios.ok()) return UsageError("run", scenarios.status().message());
 

@@ -2,7 +2,8 @@
 // socket, authenticated with `Authorization: Bearer TOKEN` (--token or $SANDCHECK_TOKEN).
 // The bodies are the objects of adapter protocol v1:
 //   GET /v1/info · POST /v1/sandboxes · POST /v1/sandboxes/{id}/exec · POST .../revert ·
-//   DELETE /v1/sandboxes/{id} · GET /v1/sandboxes/{id}/gateway-log (feature "egress.log")
+//   DELETE /v1/sandboxes/{id} · GET /v1/sandboxes/{id}/gateway-log (feature "egress.log") ·
+//   POST .../suspend and .../resume (`sandcheck reproduce suspend`)
 // An exec answer is accepted with any HTTP status when its body is an exec object (an API may
 // answer a crashed sandbox with 503 and a body); every other non-2xx answer is a target failure.
 #include <fmt/format.h>
@@ -70,6 +71,22 @@ class HttpDriver final : public Target {
     ASSIGN_OR_RETURN(Answer a,
                      Call("DELETE", fmt::format("/v1/sandboxes/{}", sandbox), std::nullopt, 0));
     return Op("destroy", a);
+  }
+
+  sbx::StatusOr<OpAnswer> Suspend(const std::string& sandbox) override {
+    ASSIGN_OR_RETURN(Answer a, Call("POST", fmt::format("/v1/sandboxes/{}/suspend", sandbox),
+                                    json::object(), 0));
+    if (a.status == 405 || a.status == 501)
+      return sbx::Unsupported(fmt::format("the endpoint has no suspend (HTTP {})", a.status));
+    return Op("suspend", a);
+  }
+
+  sbx::StatusOr<OpAnswer> Resume(const std::string& sandbox) override {
+    ASSIGN_OR_RETURN(Answer a, Call("POST", fmt::format("/v1/sandboxes/{}/resume", sandbox),
+                                    json::object(), 0));
+    if (a.status == 405 || a.status == 501)
+      return sbx::Unsupported(fmt::format("the endpoint has no resume (HTTP {})", a.status));
+    return Op("resume", a);
   }
 
   sbx::StatusOr<json> GatewayLog(const std::string& sandbox) override {

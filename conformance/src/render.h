@@ -18,6 +18,12 @@ std::string RenderTap(const nlohmann::json& report);       // report.tap (TAP 13
 // FILES IN /WORK, one row per task, refused or failed rows marked in rose.
 std::string RenderTaskFigureSvg(const nlohmann::json& report, const nlohmann::json& scenario);
 
+// Latency CDFs (SVG) of a report's measurements: one figure per measurement name, one line per
+// backend and clock (plus the machine's floor, when the report has one), for report.html.
+std::string RenderLatencyCdfs(const nlohmann::json& report);
+// The latency-target verdicts (checks of kind nfr_latency) as a Markdown table ("" if none).
+std::string NfrMarkdownTable(const nlohmann::json& report);
+
 // Checks the fields the renderers rely on (a light subset of the schema).
 sbx::Status CheckReportShape(const nlohmann::json& report);
 

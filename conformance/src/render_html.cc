@@ -161,6 +161,28 @@ std::string RenderHtml(const json& r) {
     }
     out += "</table>\n";
   }
+  if (std::string nfr = NfrMarkdownTable(r); !nfr.empty()) {
+    out += "<h2>Latency targets</h2>\n<table><tr><th>target</th><th>requirement</th><th>backend"
+           "</th><th>n</th><th>p50</th><th>p95</th><th>limit</th><th>outcome</th></tr>\n";
+    for (const auto& c : r["checks"]) {
+      if (c.value("kind", "") != "nfr_latency") continue;
+      const json& ev = c["evidence"];
+      out += fmt::format(
+          "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td>p{} &lt; {}</td><td>{}</td></tr>\n",
+          E(ev.value("target", "")), E(ev.value("requirement", "")), E(ev.value("backend", "")),
+          ev.value("count", 0), FormatSeconds(ev.value("p50_s", json())),
+          FormatSeconds(ev.value("p95_s", json())), ev.value("percentile", 95.0),
+          FormatSeconds(ev.value("limit_s", json())), Badge(c["outcome"]));
+    }
+    out += "</table>\n";
+  }
+  if (std::string cdfs = RenderLatencyCdfs(r); !cdfs.empty()) {
+    out += "<h2>Latency CDFs</h2>\n<p>Fraction of samples at or below each latency, per backend "
+           "and clock (harness: measured by sandcheck around the call; target: what the target "
+           "reported).</p>\n" +
+           cdfs;
+  }
   out += fmt::format(
       "<p style=\"color:#6b7280;font-size:12px\">Rendered from report.json (schema {}) by "
       "sandcheck {}.</p>\n",

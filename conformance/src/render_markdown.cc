@@ -91,6 +91,7 @@ std::string RenderMarkdown(const json& r) {
                       FormatSeconds(m.value("p99", json())), FormatSeconds(m.value("max", json())));
     }
   }
+  if (std::string nfr = NfrMarkdownTable(r); !nfr.empty()) out += "\n## Latency targets\n\n" + nfr;
   out += "\nRendered from report.json.\n";
   return out;
 }

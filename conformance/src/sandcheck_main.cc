@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "target.h"
 
 namespace {
 
@@ -19,9 +20,13 @@ report.html.
 
 commands:
   run        replay scenarios against a target and write the reports
+             (run --scenario nfr: the latency targets NFR-1..NFR-5, measured)
   list       the scenarios and their checks, with requirement IDs
   coverage   requirement ID -> checks; IDs without a check are gaps
   render     re-render the reports from a report.json
+  gate       absolute gates (latency limits) and ratio gates (against a baseline) on a report
+  compare    the latency targets against several runtimes and the machine's floor, side by side
+  reproduce  the demo's measurements: throttle | revert | suspend (tables and charts)
 
 sandcheck COMMAND --help for the options of each; sandcheck --version.
 Exit codes: 0 all required checks passed, 1 a check failed, 2 bad usage or input,
@@ -53,9 +58,13 @@ int main(int argc, char** argv) {
   if (cmd == "list") return sandcheck::CmdList(rest);
   if (cmd == "coverage") return sandcheck::CmdCoverage(rest);
   if (cmd == "render") return sandcheck::CmdRender(rest);
-  std::fprintf(
-      stderr,
-      "sandcheck: unknown command '%s' (run, list, coverage, render; see sandcheck --help)\n",
-      cmd.c_str());
+  if (cmd == "gate") return sandcheck::CmdGate(rest);
+  if (cmd == "compare") return sandcheck::CmdCompare(rest);
+  if (cmd == "reproduce") return sandcheck::CmdReproduce(rest);
+  if (cmd == "__hold-sandboxes") return sandcheck::RunSandboxHolder(rest);  // internal: NFR-5
+  std::fprintf(stderr,
+               "sandcheck: unknown command '%s' (run, list, coverage, render, gate, compare, "
+               "reproduce; see sandcheck --help)\n",
+               cmd.c_str());
   return sandcheck::kExitUsage;
 }

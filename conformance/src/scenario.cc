@@ -22,8 +22,11 @@ bool HasControlChars(const std::string& s) {
   return false;
 }
 
+}  // namespace
+
 sbx::Status ReadVariables(const json* vars, const std::map<std::string, std::string>& overrides,
-                          std::set<std::string>* used, Scenario* s) {
+                          std::set<std::string>* used, std::vector<Variable>* variables,
+                          std::map<std::string, std::string>* values) {
   if (!vars) return sbx::Status::Ok();
   for (auto it = vars->begin(); it != vars->end(); ++it) {
     std::string path = fmt::format("variables.{}", it.key());
@@ -64,11 +67,13 @@ sbx::Status ReadVariables(const json* vars, const std::map<std::string, std::str
       value = o->second;
       if (used) used->insert(v.name);
     }
-    s->values[v.name] = value;
-    s->variables.push_back(std::move(v));
+    (*values)[v.name] = value;
+    variables->push_back(std::move(v));
   }
   return sbx::Status::Ok();
 }
+
+namespace {
 
 // Validates params against the kind's spec and fills defaults.
 sbx::StatusOr<json> ReadParams(const KindSpec& kind, const json* params, const std::string& path) {
@@ -319,7 +324,7 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
     return wrap(sbx::InvalidArgument("variables: expected an object"));
   }
   if (sbx::Status st = ReadVariables(raw.contains("variables") ? &raw["variables"] : nullptr,
-                                     overrides, used, &s);
+                                     overrides, used, &s.variables, &s.values);
       !st.ok()) {
     return wrap(st);
   }

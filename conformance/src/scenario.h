@@ -94,6 +94,13 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
                                      const std::map<std::string, std::string>& overrides,
                                      std::set<std::string>* used);
 
+// Reads a "variables" object (null: none): each value is checked against its pattern and
+// control characters; `overrides` (--var) replace defaults and are recorded in `used`.
+sbx::Status ReadVariables(const nlohmann::json* vars,
+                          const std::map<std::string, std::string>& overrides,
+                          std::set<std::string>* used, std::vector<Variable>* variables,
+                          std::map<std::string, std::string>* values);
+
 // Replaces {{name}} in every string (and object key) of `j`; an unknown name is an error.
 sbx::Status SubstituteVariables(nlohmann::json& j, const std::map<std::string, std::string>& values,
                                 const std::string& path);

@@ -102,6 +102,29 @@ sbx::StatusOr<OpAnswer> ParseOpAnswer(const json& j) {
   return a;
 }
 
+sbx::StatusOr<OpAnswer> Target::Suspend(const std::string& /*sandbox*/) {
+  return sbx::Unsupported(fmt::format("the {} driver has no suspend", Kind()));
+}
+
+sbx::StatusOr<OpAnswer> Target::Resume(const std::string& /*sandbox*/) {
+  return sbx::Unsupported(fmt::format("the {} driver has no resume", Kind()));
+}
+
+sbx::StatusOr<ExecAnswer> Target::RunPooled(const json& /*request*/, const std::string& /*cmd*/,
+                                            double /*timeout_s*/) {
+  return sbx::Unsupported(fmt::format(
+      "the {} driver has no one-shot run through a warm pool (adapter protocol v1 has none)",
+      Kind()));
+}
+
+sbx::StatusOr<Target::OrphanSweep> Target::MeasureOrphanSweep(int /*samples*/,
+                                                              int /*sandboxes*/) {
+  return sbx::Unsupported(fmt::format(
+      "the {} driver cannot kill the target's runtime and watch its reaper (only the reference "
+      "runtime in process, or an adapter listing the feature orphan_sweep)",
+      Kind()));
+}
+
 sbx::StatusOr<std::unique_ptr<Target>> MakeTarget(const TargetOptions& options) {
   const std::string& spec = options.spec;
   if (spec == "reference") return MakeReferenceTarget(options);

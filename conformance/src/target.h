@@ -63,6 +63,29 @@ class Target {
   // Gateway decisions logged for the sandbox (objects with at least destination and verdict).
   // kUnsupported when the target does not offer them (feature "egress.log").
   virtual sbx::StatusOr<nlohmann::json> GatewayLog(const std::string& sandbox) = 0;
+
+  // Optional operations (the measurements of docs/nfr.md and `sandcheck reproduce`). The
+  // defaults answer kUnsupported with the reason, which the callers turn into a skip.
+
+  // SNAP-3: suspend / resume (adapter protocol v1 ops "suspend" and "resume").
+  virtual sbx::StatusOr<OpAnswer> Suspend(const std::string& sandbox);
+  virtual sbx::StatusOr<OpAnswer> Resume(const std::string& sandbox);
+  // POOL-2: a one-shot run of `cmd` through the target's warm pool (take a pre-initialised
+  // sandbox, run, return it off the caller's path). `request` is the protocol's create object.
+  virtual sbx::StatusOr<ExecAnswer> RunPooled(const nlohmann::json& request, const std::string& cmd,
+                                              double timeout_s);
+  // Waits until the target's background work (reclaim after destroy, pool refill) is done, so
+  // that it is on the clock of the call before it and not on the next one. Default: nothing
+  // to wait for (an adapter's ops are synchronous).
+  virtual sbx::Status Settle() { return sbx::Status::Ok(); }
+  // NFR-5: kill -9 a runtime that holds live sandboxes and time how long until a sweeping
+  // runtime has removed every leftover (docs/nfr.md). One value per sample, in seconds.
+  struct OrphanSweep {
+    std::vector<double> seconds;
+    std::string clock = "harness";  // "target" when the target measured it itself
+    nlohmann::json evidence = nlohmann::json::object();
+  };
+  virtual sbx::StatusOr<OrphanSweep> MeasureOrphanSweep(int samples, int sandboxes);
 };
 
 struct TargetOptions {
@@ -70,6 +93,7 @@ struct TargetOptions {
   std::string token;               // --token / $SANDCHECK_TOKEN (http)
   double call_timeout_s = 30;      // --adapter-timeout: bound of one call beyond the command's own
   std::string tools_dir;           // static tools for the image (adapters get $SANDCHECK_TOOLS_DIR)
+  bool reference_warm_pool = false;  // reference: open the runtime with its warm pool (RunPooled)
 };
 
 // Parses --target and builds the driver. kInvalidArgument for a malformed spec (exit 2).
@@ -86,5 +110,10 @@ sbx::StatusOr<std::unique_ptr<Target>> MakeAdapterTarget(const std::string& path
 sbx::StatusOr<std::unique_ptr<Target>> MakeHttpTarget(const std::string& spec,
                                                       const TargetOptions& options);
 sbx::StatusOr<std::unique_ptr<Target>> MakeReferenceTarget(const TargetOptions& options);
+
+// `sandcheck __hold-sandboxes STATE_DIR COUNT` (internal, NFR-5): opens the reference runtime
+// under STATE_DIR, creates COUNT sandboxes each with a background process, prints
+// "ready PID" and waits to be killed. Exit 3 when the runtime is not built in or fails.
+int RunSandboxHolder(const std::vector<std::string>& args);
 
 }  // namespace sandcheck

@@ -6,6 +6,7 @@
 // removed); 1 requests still running after drain_timeout_s (the process exits anyway; the
 // reaper of the next start reclaims what they held); 2 bad usage or configuration; 3 cannot
 // start (not root, socket or port busy, runtime cannot open).
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -13,8 +14,6 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "api/api_service.h"
 #include "api/config.h"
@@ -62,7 +61,8 @@ int main(int argc, char** argv) {
   auto address = ParseListenAddress(args->listen.empty() ? config->listen : args->listen);
   if (!address.ok()) return Usage(address.status().message());
   if (!IsLoopback(*address) && !(args->allow_remote || config->allow_remote)) {
-    Log(fmt::format("refusing to listen on {}: not a loopback address (use --allow-remote, and put "
+    Log(
+        fmt::format("refusing to listen on {}: not a loopback address (use --allow-remote, and put "
                     "TLS in front: tokens travel in clear)",
                     address->ToString()));
     return kExitUsage;
@@ -108,7 +108,8 @@ int main(int argc, char** argv) {
     Log(fmt::format("cannot open the runtime: {}", runtime.status().ToString()));
     return kExitCannotStart;
   }
-  auto service = std::make_unique<ApiService>(runtime->get(), std::move(auth).value(), service_options);
+  auto service =
+      std::make_unique<ApiService>(runtime->get(), std::move(auth).value(), service_options);
   ServerOptions server_options;
   server_options.workers = config->workers;
   server_options.max_connections = config->max_connections;
@@ -121,15 +122,16 @@ int main(int argc, char** argv) {
     Log(fmt::format("cannot start serving: {}", s.ToString()));
     return kExitCannotStart;
   }
-  Log(fmt::format("serving the Execution API v1 on {} for tenants {} (pid {})", server->address().ToString(),
-                  fmt::join(names, ", "), getpid()));
+  Log(fmt::format("serving the Execution API v1 on {} for tenants {} (pid {})",
+                  server->address().ToString(), fmt::join(names, ", "), getpid()));
 
   siginfo_t info{};
   while (sigwaitinfo(&stop_signals, &info) < 0) {
   }
   int live = 0;
   for (const auto& [t, n] : service->Counts()) live += n;
-  Log(fmt::format("{}: stopping; {} sandboxes to destroy", info.si_signo == SIGTERM ? "SIGTERM" : "SIGINT", live));
+  Log(fmt::format("{}: stopping; {} sandboxes to destroy",
+                  info.si_signo == SIGTERM ? "SIGTERM" : "SIGINT", live));
   if (!server->Stop(config->drain_timeout_s)) {
     Log(fmt::format("requests still running after {} s; exiting without waiting for them",
                     config->drain_timeout_s));

@@ -371,3 +371,58 @@ def test_busy_socket_exits_3_and_leaves_the_first_daemon_alone(unix_daemon, tmp)
     pathlib.Path(precious).write_text("keep me")
     r = run([str(sandboxd_path()), "--config", str(write_config(tmp)), "--socket", precious], timeout=60)
     assert r.returncode == 3 and pathlib.Path(precious).read_text() == "keep me"
+
+
+def test_drain_timeout_exits_1_and_the_next_start_reaps(tmp, root_only):
+    """A command outlives drain_timeout_s: the daemon exits 1 without waiting; what its sandbox
+    held is swept by the reaper of the next daemon's start (NFR-5)."""
+    sock = os.path.join(tmp, "d.sock")
+    cfg = str(write_config(tmp, drain_timeout_s=0.3))
+    first = Daemon(tmp, ["--config", cfg, "--socket", sock])
+    first.wait_ready(lambda: os.path.exists(sock))
+    factory = lambda: UnixHTTPConnection(sock, timeout=120)  # noqa: E731
+    status, _, body = call(factory, "POST", "/v1/sandboxes", {})
+    assert status == 201
+    sid = body["sandbox"]
+    hung = threading.Thread(target=lambda: call_quietly(factory, sid), daemon=True)
+    hung.start()
+    time.sleep(0.5)
+    pid = first.proc.pid
+    inits = children_of(pid)
+    assert inits and cgroups_of(pid)
+    t0 = time.time()
+    rc = first.stop()
+    assert rc == 1, first.text()
+    assert time.time() - t0 < 5
+    assert "requests still running" in first.text()
+    assert not os.path.exists(sock)
+    second = Daemon(tmp, ["--config", cfg, "--socket", sock])
+    try:
+        second.wait_ready(lambda: os.path.exists(sock))
+        deadline = time.time() + 3
+        while time.time() < deadline and (cgroups_of(pid) or [p for p in inits if os.path.exists(f"/proc/{p}")]):
+            time.sleep(0.05)
+        assert cgroups_of(pid) == []
+        assert [p for p in inits if os.path.exists(f"/proc/{p}")] == []
+    finally:
+        assert second.stop() == 0, second.text()
+
+
+def call_quietly(factory, sid):
+    try:
+        call(factory, "POST", f"/v1/sandboxes/{sid}/exec", {"cmd": "sleep 30", "timeout_s": 60})
+    except (OSError, http.client.HTTPException):
+        pass  # the daemon went away under it: expected
+
+
+def test_not_root_exits_3(root_only):
+    with tempfile.TemporaryDirectory(prefix="sandboxd-e2e-") as d:
+        os.chmod(d, 0o755)
+        cfg = pathlib.Path(d, "c.json")
+        cfg.write_text(json.dumps({"tenants": {"alice": {"token": ALICE}}}))
+        cfg.chmod(0o644)
+        r = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(sandboxd_path()),
+                 "--config", str(cfg), "--socket", os.path.join(d, "s.sock")])
+        assert r.returncode == 3, r.stderr
+        assert "needs root" in r.stderr
+        assert not os.path.exists(os.path.join(d, "s.sock"))

@@ -1,10 +1,10 @@
 #include "api/api_service.h"
 
-#include <algorithm>
-#include <vector>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "api/error_map.h"
 #include "api/wire.h"
@@ -31,22 +31,26 @@ HttpResponse Error(int http_status, Code code, const std::string& message) {
   return r;
 }
 
-HttpResponse BadRequest(const std::string& message) { return Error(400, Code::kInvalidArgument, message); }
+HttpResponse BadRequest(const std::string& message) {
+  return Error(400, Code::kInvalidArgument, message);
+}
 
 HttpResponse Unauthenticated(Authenticator::Result why) {
   HttpResponse r = Error(401, Code::kUnauthenticated,
                          why == Authenticator::Result::kMissing
                              ? "missing credentials: send 'Authorization: Bearer TOKEN'"
                              : "invalid bearer token");
-  r.headers.push_back({"WWW-Authenticate", why == Authenticator::Result::kMissing
-                                               ? std::string(kRealm)
-                                               : std::string(kRealm) + ", error=\"invalid_token\""});
+  r.headers.push_back(
+      {"WWW-Authenticate", why == Authenticator::Result::kMissing
+                               ? std::string(kRealm)
+                               : std::string(kRealm) + ", error=\"invalid_token\""});
   return r;
 }
 
 HttpResponse MethodNotAllowed(const HttpRequest& req, const std::string& allowed) {
-  HttpResponse r = Error(405, Code::kInvalidArgument,
-                         fmt::format("{} is not allowed on {} (allowed: {})", req.method, req.path, allowed));
+  HttpResponse r =
+      Error(405, Code::kInvalidArgument,
+            fmt::format("{} is not allowed on {} (allowed: {})", req.method, req.path, allowed));
   r.headers.push_back({"Allow", allowed});
   return r;
 }
@@ -75,9 +79,11 @@ StatusOr<json> ObjectBody(const HttpRequest& req) {
 Status CheckIdOnlyBody(const HttpRequest& req, const std::string& id, const char* op) {
   if (req.body.empty()) return Status::Ok();
   ASSIGN_OR_RETURN(json j, ParseJsonBody(req.body));
-  if (!j.is_object()) return InvalidArgument(fmt::format("{}: expected a JSON object as the body", op));
+  if (!j.is_object())
+    return InvalidArgument(fmt::format("{}: expected a JSON object as the body", op));
   for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() != "sandbox") return InvalidArgument(fmt::format("{}: unknown key '{}'", op, it.key()));
+    if (it.key() != "sandbox")
+      return InvalidArgument(fmt::format("{}: unknown key '{}'", op, it.key()));
     if (!it.value().is_string() || it.value().get<std::string>() != id) {
       return InvalidArgument(fmt::format("{}.sandbox: does not match the sandbox in the path", op));
     }
@@ -168,7 +174,8 @@ HttpResponse ApiService::Dispatch(const HttpRequest& req, const std::string& ten
     return m == "POST" ? Lifecycle(req, id, op, tenant) : MethodNotAllowed(req, "POST");
   }
   if (op == "files") return m == "POST" ? PutFile(req, id, tenant) : MethodNotAllowed(req, "POST");
-  if (op == "gateway-log") return m == "GET" ? GatewayLog(id, tenant) : MethodNotAllowed(req, "GET");
+  if (op == "gateway-log")
+    return m == "GET" ? GatewayLog(id, tenant) : MethodNotAllowed(req, "GET");
   return no_route();
 }
 
@@ -201,8 +208,10 @@ std::map<std::string, int> ApiService::Counts() const {
 HttpResponse ApiService::Info(const std::string& tenant) {
   json info = runtime_->Info();
   if (!info.is_object()) info = json::object();
-  json features = info.contains("features") && info["features"].is_array() ? info["features"] : json::array();
-  if (std::find(features.begin(), features.end(), "tenants") == features.end()) features.push_back("tenants");
+  json features =
+      info.contains("features") && info["features"].is_array() ? info["features"] : json::array();
+  if (std::find(features.begin(), features.end(), "tenants") == features.end())
+    features.push_back("tenants");
   info["features"] = features;
   info["api"] = "v1";
   info["tenant"] = tenant;
@@ -220,8 +229,9 @@ HttpResponse ApiService::Create(const HttpRequest& req, const std::string& tenan
     std::lock_guard lock(mu_);
     int max = MaxSandboxes(tenant);
     if (reserved_[tenant] >= max) {
-      return ErrorResponse(Status(Code::kResourceExceeded,
-                                  fmt::format("tenant '{}' has its maximum of {} sandboxes", tenant, max)));
+      return ErrorResponse(
+          Status(Code::kResourceExceeded,
+                 fmt::format("tenant '{}' has its maximum of {} sandboxes", tenant, max)));
     }
     ++reserved_[tenant];  // held while the runtime creates, so parallel creates cannot overshoot
   }
@@ -254,7 +264,8 @@ HttpResponse ApiService::Get(const std::string& id, const std::string& tenant) {
   return NotFoundResponse(id);
 }
 
-HttpResponse ApiService::Exec(const HttpRequest& req, const std::string& id, const std::string& tenant) {
+HttpResponse ApiService::Exec(const HttpRequest& req, const std::string& id,
+                              const std::string& tenant) {
   if (!Owns(id, tenant)) return NotFoundResponse(id);
   auto body = ObjectBody(req);
   if (!body.ok()) return ErrorResponse(body.status());
@@ -278,15 +289,19 @@ HttpResponse ApiService::Exec(const HttpRequest& req, const std::string& id, con
   return JsonResponse(200, j);
 }
 
-HttpResponse ApiService::Lifecycle(const HttpRequest& req, const std::string& id, const std::string& op,
-                                   const std::string& tenant) {
+HttpResponse ApiService::Lifecycle(const HttpRequest& req, const std::string& id,
+                                   const std::string& op, const std::string& tenant) {
   if (!Owns(id, tenant)) return NotFoundResponse(id);
   if (Status s = CheckIdOnlyBody(req, id, op.c_str()); !s.ok()) return ErrorResponse(s);
   StatusOr<double> seconds = Status(Code::kInternal, "unreachable");
-  if (op == "revert") seconds = runtime_->Revert(id);
-  else if (op == "suspend") seconds = runtime_->Suspend(id);
-  else if (op == "resume") seconds = runtime_->Resume(id);
-  else seconds = runtime_->Destroy(id);
+  if (op == "revert")
+    seconds = runtime_->Revert(id);
+  else if (op == "suspend")
+    seconds = runtime_->Suspend(id);
+  else if (op == "resume")
+    seconds = runtime_->Resume(id);
+  else
+    seconds = runtime_->Destroy(id);
   if (!seconds.ok()) {
     if (seconds.status().code() == Code::kNotFound) {
       Forget(id);
@@ -298,7 +313,8 @@ HttpResponse ApiService::Lifecycle(const HttpRequest& req, const std::string& id
   return JsonResponse(200, {{"seconds", *seconds}});
 }
 
-HttpResponse ApiService::PutFile(const HttpRequest& req, const std::string& id, const std::string& tenant) {
+HttpResponse ApiService::PutFile(const HttpRequest& req, const std::string& id,
+                                 const std::string& tenant) {
   if (!Owns(id, tenant)) return NotFoundResponse(id);
   auto body = ObjectBody(req);
   if (!body.ok()) return ErrorResponse(body.status());
@@ -309,7 +325,8 @@ HttpResponse ApiService::PutFile(const HttpRequest& req, const std::string& id, 
       return BadRequest(fmt::format("put_file: unknown key '{}'", k));
     }
   }
-  if (auto it = j.find("sandbox"); it != j.end() && (!it->is_string() || it->get<std::string>() != id)) {
+  if (auto it = j.find("sandbox");
+      it != j.end() && (!it->is_string() || it->get<std::string>() != id)) {
     return BadRequest("put_file.sandbox: does not match the sandbox in the path");
   }
   if (!j.contains("path") || !j["path"].is_string() || j["path"].get<std::string>().empty()) {
@@ -322,7 +339,8 @@ HttpResponse ApiService::PutFile(const HttpRequest& req, const std::string& id, 
   if (!content.ok()) return ErrorResponse(content.status().WithContext("put_file.content_b64"));
   int mode = 0644;
   if (j.contains("mode")) {
-    if (!j["mode"].is_number_integer() || j["mode"].get<int64_t>() < 0 || j["mode"].get<int64_t>() > 07777) {
+    if (!j["mode"].is_number_integer() || j["mode"].get<int64_t>() < 0 ||
+        j["mode"].get<int64_t>() > 07777) {
       return BadRequest("put_file.mode: an integer in 0..4095 (0o7777)");
     }
     mode = static_cast<int>(j["mode"].get<int64_t>());
@@ -359,8 +377,9 @@ HttpResponse ApiService::Run(const HttpRequest& req, const std::string& tenant) 
     std::lock_guard lock(mu_);
     int max = MaxSandboxes(tenant);
     if (reserved_[tenant] >= max) {
-      return ErrorResponse(Status(Code::kResourceExceeded,
-                                  fmt::format("tenant '{}' has its maximum of {} sandboxes", tenant, max)));
+      return ErrorResponse(
+          Status(Code::kResourceExceeded,
+                 fmt::format("tenant '{}' has its maximum of {} sandboxes", tenant, max)));
     }
     ++reserved_[tenant];
   }

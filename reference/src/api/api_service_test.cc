@@ -1,12 +1,13 @@
 // The Execution API's routes, authentication and tenancy (PROD-1), over a fake runtime: every
 // answer's status and error code, and that one tenant can neither see nor touch another's
 // sandbox (the answer is byte for byte the one for a sandbox that does not exist).
-#include <set>
+#include "api/api_service.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
-#include "api/api_service.h"
+#include <nlohmann/json.hpp>
+#include <set>
+
 #include "api/error_map.h"
 #include "api/fake_runtime.h"
 #include "api/wire.h"
@@ -34,8 +35,8 @@ class ApiServiceTest : public ::testing::Test {
     return o;
   }
 
-  HttpResponse Call(const std::string& method, const std::string& path, const std::string& body = "",
-                    const char* token = kAlice) {
+  HttpResponse Call(const std::string& method, const std::string& path,
+                    const std::string& body = "", const char* token = kAlice) {
     HttpRequest r;
     r.method = method;
     r.target = r.path = path;
@@ -64,15 +65,20 @@ class ApiServiceTest : public ::testing::Test {
 };
 
 TEST_F(ApiServiceTest, EveryRouteNeedsAValidBearerToken) {
-  for (auto [method, path] : std::vector<std::pair<std::string, std::string>>{
-           {"GET", "/v1/info"}, {"POST", "/v1/sandboxes"}, {"GET", "/v1/sandboxes"},
-           {"POST", "/v1/sandboxes/x/exec"}, {"DELETE", "/v1/sandboxes/x"}, {"GET", "/nowhere"},
-           {"POST", "/v1/run"}}) {
+  for (auto [method, path] :
+       std::vector<std::pair<std::string, std::string>>{{"GET", "/v1/info"},
+                                                        {"POST", "/v1/sandboxes"},
+                                                        {"GET", "/v1/sandboxes"},
+                                                        {"POST", "/v1/sandboxes/x/exec"},
+                                                        {"DELETE", "/v1/sandboxes/x"},
+                                                        {"GET", "/nowhere"},
+                                                        {"POST", "/v1/run"}}) {
     auto none = Call(method, path, "", nullptr);
     EXPECT_EQ(none.status, 401) << path;
     EXPECT_EQ(Code(none), "unauthenticated");
     bool has_challenge = false;
-    for (const auto& h : none.headers) has_challenge |= h.name == "WWW-Authenticate" && h.value.rfind("Bearer", 0) == 0;
+    for (const auto& h : none.headers)
+      has_challenge |= h.name == "WWW-Authenticate" && h.value.rfind("Bearer", 0) == 0;
     EXPECT_TRUE(has_challenge) << path;
     auto wrong = Call(method, path, "", "alice-token-0123456780");
     EXPECT_EQ(wrong.status, 401) << path;
@@ -81,8 +87,9 @@ TEST_F(ApiServiceTest, EveryRouteNeedsAValidBearerToken) {
   HttpRequest r;
   r.method = "GET";
   r.path = "/v1/info";
-  for (const char* v : {"Basic YWxpY2U6eA==", "Bearer", "Bearer ", "bearer alice-token-0123456789 x",
-                        "alice-token-0123456789", "Bearer alice-token-0123456789\t"}) {
+  for (const char* v :
+       {"Basic YWxpY2U6eA==", "Bearer", "Bearer ", "bearer alice-token-0123456789 x",
+        "alice-token-0123456789", "Bearer alice-token-0123456789\t"}) {
     r.headers = {{"authorization", v}};
     EXPECT_EQ(service_.Handle(r).status, 401) << v;
   }
@@ -113,11 +120,13 @@ TEST_F(ApiServiceTest, InfoNamesTheTenantAndTheTenantsFeature) {
 }
 
 TEST_F(ApiServiceTest, CreateExecRevertSuspendResumeDestroy) {
-  auto r = Call("POST", "/v1/sandboxes", R"({"template":"sandbox","limits":{"memory_bytes":268435456}})");
+  auto r = Call("POST", "/v1/sandboxes",
+                R"({"template":"sandbox","limits":{"memory_bytes":268435456}})");
   ASSERT_EQ(r.status, 201) << r.body;
   std::string id = json::parse(r.body)["sandbox"];
   bool location = false;
-  for (const auto& h : r.headers) location |= h.name == "Location" && h.value == "/v1/sandboxes/" + id;
+  for (const auto& h : r.headers)
+    location |= h.name == "Location" && h.value == "/v1/sandboxes/" + id;
   EXPECT_TRUE(location);
   EXPECT_EQ(fake_.last_spec().tenant, "alice");  // the authenticated tenant, always
   EXPECT_EQ(fake_.last_spec().limits.memory_bytes, 268435456);
@@ -210,7 +219,7 @@ TEST_F(ApiServiceTest, BadBodiesAre400WithInvalidArgument) {
   std::vector<std::pair<std::string, std::string>> cases = {
       {"/v1/sandboxes", ""},
       {"/v1/sandboxes", "not json"},
-      {"/v1/sandboxes", "{\"template\":"},            // truncated
+      {"/v1/sandboxes", "{\"template\":"},             // truncated
       {"/v1/sandboxes", "[1,2]"},                      // not an object
       {"/v1/sandboxes", R"({"tempalte":"sandbox"})"},  // unknown key
       {"/v1/sandboxes", R"({"limits":{"memory_bytes":-5}})"},
@@ -236,7 +245,8 @@ TEST_F(ApiServiceTest, BadBodiesAre400WithInvalidArgument) {
   };
   for (const auto& [path, body] : cases) {
     auto r = Call("POST", path, body);
-    EXPECT_EQ(r.status, 400) << path << " " << body.substr(0, 80) << " -> " << r.body.substr(0, 200);
+    EXPECT_EQ(r.status, 400) << path << " " << body.substr(0, 80) << " -> "
+                             << r.body.substr(0, 200);
     EXPECT_EQ(Code(r), "invalid_argument") << path;
   }
   EXPECT_EQ(fake_.size(), 1u);
@@ -265,10 +275,15 @@ TEST_F(ApiServiceTest, UnknownRoutesMethodsAndQueries) {
 
 TEST_F(ApiServiceTest, RuntimeErrorsMapThroughTheTable) {
   std::string id = CreateFor(kAlice);
-  std::vector<std::pair<std::string, int>> cases = {
-      {"failed_precondition", 409}, {"sandbox_unavailable", 503}, {"unsupported", 501},
-      {"permission_denied", 403},   {"internal", 500},            {"resource_exceeded", 429},
-      {"tool_error", 502},          {"timeout", 504},             {"already_exists", 409}};
+  std::vector<std::pair<std::string, int>> cases = {{"failed_precondition", 409},
+                                                    {"sandbox_unavailable", 503},
+                                                    {"unsupported", 501},
+                                                    {"permission_denied", 403},
+                                                    {"internal", 500},
+                                                    {"resource_exceeded", 429},
+                                                    {"tool_error", 502},
+                                                    {"timeout", 504},
+                                                    {"already_exists", 409}};
   for (const auto& [code, http] : cases) {
     auto r = Call("POST", "/v1/sandboxes/" + id + "/exec", json{{"cmd", "fail " + code}}.dump());
     EXPECT_EQ(r.status, http) << code;
@@ -305,8 +320,10 @@ TEST_F(ApiServiceTest, MaxSandboxesPerTenant) {
 TEST_F(ApiServiceTest, PutFileAndGatewayLog) {
   std::string id = CreateFor(kAlice);
   std::string content("bin\0ary\xff", 8);
-  auto r = Call("POST", "/v1/sandboxes/" + id + "/files",
-                json{{"path", "/work/in.bin"}, {"content_b64", Base64Encode(content)}, {"mode", 0755}}.dump());
+  auto r =
+      Call("POST", "/v1/sandboxes/" + id + "/files",
+           json{{"path", "/work/in.bin"}, {"content_b64", Base64Encode(content)}, {"mode", 0755}}
+               .dump());
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body, "{}");
   auto box = fake_.Get(id);
@@ -318,7 +335,8 @@ TEST_F(ApiServiceTest, PutFileAndGatewayLog) {
 }
 
 TEST_F(ApiServiceTest, RunIsOneShotForTheCallersTenant) {
-  auto r = Call("POST", "/v1/run", R"({"template":"sandbox","env":{"A":"1"},"cmd":"echo run","timeout_s":3})", kBob);
+  auto r = Call("POST", "/v1/run",
+                R"({"template":"sandbox","env":{"A":"1"},"cmd":"echo run","timeout_s":3})", kBob);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(json::parse(r.body)["stdout"], "echo run");
   EXPECT_EQ(fake_.last_spec().tenant, "bob");
@@ -329,9 +347,10 @@ TEST_F(ApiServiceTest, RunIsOneShotForTheCallersTenant) {
 
 TEST(ErrorMapTest, EveryCodeRoundTripsThroughItsNameAndStatus) {
   std::set<int> seen;
-  for (Code c : {Code::kTimeout, Code::kResourceExceeded, Code::kToolError, Code::kSandboxUnavailable,
-                 Code::kInvalidArgument, Code::kNotFound, Code::kPermissionDenied, Code::kUnauthenticated,
-                 Code::kFailedPrecondition, Code::kInternal, Code::kUnsupported, Code::kAlreadyExists}) {
+  for (Code c :
+       {Code::kTimeout, Code::kResourceExceeded, Code::kToolError, Code::kSandboxUnavailable,
+        Code::kInvalidArgument, Code::kNotFound, Code::kPermissionDenied, Code::kUnauthenticated,
+        Code::kFailedPrecondition, Code::kInternal, Code::kUnsupported, Code::kAlreadyExists}) {
     EXPECT_EQ(CodeFromName(CodeName(c)), c);
     int http = HttpStatusFor(c);
     EXPECT_GE(http, 400) << CodeName(c);
@@ -359,7 +378,8 @@ TEST(AuthTest, ConfigurationErrors) {
   EXPECT_EQ(a->Authenticate(&header, &tenant), Authenticator::Result::kOk);
   EXPECT_EQ(tenant, "bob");
   // A prefix or an extension of a token is wrong (no length leak through a short compare).
-  for (std::string t : {std::string(kBob).substr(0, 20), std::string(kBob) + "x", std::string(kBob) + "="}) {
+  for (std::string t :
+       {std::string(kBob).substr(0, 20), std::string(kBob) + "x", std::string(kBob) + "="}) {
     header = "Bearer " + t;
     EXPECT_EQ(a->Authenticate(&header, &tenant), Authenticator::Result::kInvalid) << t;
   }
@@ -374,14 +394,18 @@ TEST(WireTest, Base64AndJsonSafety) {
     EXPECT_EQ(*back, s);
   }
   EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
-  for (const char* bad : {"Zg=", "Zg=a", "Z===", "Zm9v YmFy", "Zh==", "Zm9=", "====", "Zm9vYmFy\n"}) {
+  for (const char* bad :
+       {"Zg=", "Zg=a", "Z===", "Zm9v YmFy", "Zh==", "Zm9=", "====", "Zm9vYmFy\n"}) {
     EXPECT_FALSE(Base64Decode(bad).ok()) << bad;
   }
   // Binary output of a command never breaks the JSON answer.
   json j = {{"stdout", std::string("\xff\xfe ok", 5)}};
   EXPECT_NE(DumpJson(j).find("ok"), std::string::npos);
-  EXPECT_FALSE(ParseJsonBody(std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']')).ok());
-  EXPECT_TRUE(ParseJsonBody(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']')).ok());
+  EXPECT_FALSE(
+      ParseJsonBody(std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']'))
+          .ok());
+  EXPECT_TRUE(
+      ParseJsonBody(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']')).ok());
   EXPECT_TRUE(ParseJsonBody(R"({"s":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["})").ok());
 }
 

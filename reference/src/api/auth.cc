@@ -1,12 +1,11 @@
 #include "api/auth.h"
 
+#include <fmt/format.h>
 #include <string.h>
 
 #include <algorithm>
 #include <cctype>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "host/sha256.h"
 
@@ -38,14 +37,16 @@ void ZeroString(std::string* s) {
 }
 
 Status ValidateTenantName(std::string_view name) {
-  if (name.empty() || name.size() > 64) return InvalidArgument("tenant name must be 1..64 characters");
+  if (name.empty() || name.size() > 64)
+    return InvalidArgument("tenant name must be 1..64 characters");
   if (!std::isalnum(static_cast<unsigned char>(name[0]))) {
     return InvalidArgument(fmt::format("tenant '{}': must start with a letter or digit", name));
   }
   for (char c : name) {
-    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
-          c == '_' || c == '-')) {
-      return InvalidArgument(fmt::format("tenant '{}': only a-z, 0-9, '_' and '-' are allowed", name));
+    if (!(std::islower(static_cast<unsigned char>(c)) ||
+          std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '-')) {
+      return InvalidArgument(
+          fmt::format("tenant '{}': only a-z, 0-9, '_' and '-' are allowed", name));
     }
   }
   return Status::Ok();
@@ -73,12 +74,14 @@ StatusOr<Authenticator> Authenticator::Create(std::vector<TenantCredential> cred
   for (auto& c : credentials) {
     Status s = ValidateTenantName(c.tenant);
     if (s.ok()) s = ValidateToken(c.token).WithContext(fmt::format("tenant '{}'", c.tenant));
-    if (s.ok() && !names.insert(c.tenant).second) s = InvalidArgument(fmt::format("tenant '{}' twice", c.tenant));
+    if (s.ok() && !names.insert(c.tenant).second)
+      s = InvalidArgument(fmt::format("tenant '{}' twice", c.tenant));
     if (s.ok()) {
       Digest d = Hash(c.token);
       for (const Entry& e : a.entries_) {
         if (DiffBits(e.digest, d) == 0) {
-          s = InvalidArgument(fmt::format("tenants '{}' and '{}' have the same token", e.tenant, c.tenant));
+          s = InvalidArgument(
+              fmt::format("tenants '{}' and '{}' have the same token", e.tenant, c.tenant));
         }
       }
       a.entries_.push_back({c.tenant, d});
@@ -102,7 +105,8 @@ Authenticator::Result Authenticator::Authenticate(const std::string* authorizati
   }
   std::string_view token = v.substr(kScheme.size());
   while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
-  if (token.empty() || token.size() > kMaxTokenLength || token.find(' ') != std::string_view::npos) {
+  if (token.empty() || token.size() > kMaxTokenLength ||
+      token.find(' ') != std::string_view::npos) {
     return Result::kInvalid;
   }
   // SECURITY: hash first, then compare digests with all tenants without early exit: the time

@@ -1,14 +1,13 @@
 #include "api/config.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "api/wire.h"
 
@@ -16,7 +15,8 @@ namespace sbx::api {
 
 using nlohmann::json;
 
-const char* const kDaemonUsage = R"(usage: sandboxd --config FILE [--socket PATH | --listen HOST:PORT] [--allow-remote]
+const char* const kDaemonUsage =
+    R"(usage: sandboxd --config FILE [--socket PATH | --listen HOST:PORT] [--allow-remote]
 
 Serves the reference runtime's Execution API over HTTP, authenticated per tenant (PROD-1).
 
@@ -42,23 +42,29 @@ Status CheckKeys(const json& j, std::string_view what, std::initializer_list<con
   return Status::Ok();
 }
 
-StatusOr<int> GetInt(const json& j, const char* key, std::string_view what, int lo, int hi, int dflt) {
+StatusOr<int> GetInt(const json& j, const char* key, std::string_view what, int lo, int hi,
+                     int dflt) {
   if (!j.contains(key)) return dflt;
   const json& v = j[key];
-  if (!v.is_number_integer()) return InvalidArgument(fmt::format("{}.{}: expected an integer", what, key));
+  if (!v.is_number_integer())
+    return InvalidArgument(fmt::format("{}.{}: expected an integer", what, key));
   int64_t n = v.get<int64_t>();
-  if (n < lo || n > hi) return InvalidArgument(fmt::format("{}.{}: {} not in {}..{}", what, key, n, lo, hi));
+  if (n < lo || n > hi)
+    return InvalidArgument(fmt::format("{}.{}: {} not in {}..{}", what, key, n, lo, hi));
   return static_cast<int>(n);
 }
 
 StatusOr<std::string> ReadTokenFile(const std::string& path) {
   struct stat st {};
   // Any problem with the file is a configuration error (exit 2), whatever errno says.
-  if (stat(path.c_str(), &st) != 0) return InvalidArgument(ErrnoStatus("token_file " + path).message());
-  if (!S_ISREG(st.st_mode)) return InvalidArgument(fmt::format("token_file {}: not a regular file", path));
+  if (stat(path.c_str(), &st) != 0)
+    return InvalidArgument(ErrnoStatus("token_file " + path).message());
+  if (!S_ISREG(st.st_mode))
+    return InvalidArgument(fmt::format("token_file {}: not a regular file", path));
   // SECURITY: a token file readable by everyone is a leaked token.
   if (st.st_mode & S_IROTH) {
-    return InvalidArgument(fmt::format("token_file {}: readable by others (chmod o-r {})", path, path));
+    return InvalidArgument(
+        fmt::format("token_file {}: readable by others (chmod o-r {})", path, path));
   }
   std::ifstream f(path, std::ios::binary);
   if (!f) return InvalidArgument(ErrnoStatus("token_file " + path).message());
@@ -71,9 +77,9 @@ StatusOr<std::string> ReadTokenFile(const std::string& path) {
 }  // namespace
 
 StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_dir) {
-  RETURN_IF_ERROR(CheckKeys(j, "config",
-                            {"tenants", "listen", "allow_remote", "workers", "max_connections",
-                             "drain_timeout_s"}));
+  RETURN_IF_ERROR(CheckKeys(
+      j, "config",
+      {"tenants", "listen", "allow_remote", "workers", "max_connections", "drain_timeout_s"}));
   DaemonConfig c;
   if (!j.contains("tenants") || !j["tenants"].is_object() || j["tenants"].empty()) {
     return InvalidArgument("config.tenants: required, an object with at least one tenant");
@@ -87,12 +93,15 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
     TenantConfig tc;
     tc.name = it.key();
     bool has_token = t.contains("token"), has_file = t.contains("token_file");
-    if (has_token == has_file) return InvalidArgument(fmt::format("{}: exactly one of token and token_file", what));
+    if (has_token == has_file)
+      return InvalidArgument(fmt::format("{}: exactly one of token and token_file", what));
     if (has_token) {
-      if (!t["token"].is_string()) return InvalidArgument(fmt::format("{}.token: expected a string", what));
+      if (!t["token"].is_string())
+        return InvalidArgument(fmt::format("{}.token: expected a string", what));
       tc.token = t["token"].get<std::string>();
     } else {
-      if (!t["token_file"].is_string()) return InvalidArgument(fmt::format("{}.token_file: expected a string", what));
+      if (!t["token_file"].is_string())
+        return InvalidArgument(fmt::format("{}.token_file: expected a string", what));
       std::filesystem::path p = t["token_file"].get<std::string>();
       if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
       ASSIGN_OR_RETURN(tc.token, ReadTokenFile(p.string()));
@@ -110,13 +119,15 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
     c.listen = j["listen"].get<std::string>();
   }
   if (j.contains("allow_remote")) {
-    if (!j["allow_remote"].is_boolean()) return InvalidArgument("config.allow_remote: expected true or false");
+    if (!j["allow_remote"].is_boolean())
+      return InvalidArgument("config.allow_remote: expected true or false");
     c.allow_remote = j["allow_remote"].get<bool>();
   }
   ASSIGN_OR_RETURN(c.workers, GetInt(j, "workers", "config", 1, 256, 16));
   ASSIGN_OR_RETURN(c.max_connections, GetInt(j, "max_connections", "config", 1, 4096, 256));
   if (j.contains("drain_timeout_s")) {
-    if (!j["drain_timeout_s"].is_number()) return InvalidArgument("config.drain_timeout_s: expected a number");
+    if (!j["drain_timeout_s"].is_number())
+      return InvalidArgument("config.drain_timeout_s: expected a number");
     c.drain_timeout_s = j["drain_timeout_s"].get<double>();
     if (!(c.drain_timeout_s >= 0 && c.drain_timeout_s <= 3600)) {
       return InvalidArgument("config.drain_timeout_s: not in 0..3600");
@@ -128,7 +139,8 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
 StatusOr<DaemonConfig> LoadDaemonConfig(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return ErrnoStatus("config " + path);
-  if (!S_ISREG(st.st_mode)) return InvalidArgument(fmt::format("config {}: not a regular file", path));
+  if (!S_ISREG(st.st_mode))
+    return InvalidArgument(fmt::format("config {}: not a regular file", path));
   std::ifstream f(path, std::ios::binary);
   if (!f) return ErrnoStatus("config " + path);
   std::stringstream ss;
@@ -141,7 +153,8 @@ StatusOr<DaemonConfig> LoadDaemonConfig(const std::string& path) {
   auto c = ParseDaemonConfig(*j, base.empty() ? "." : base);
   if (!c.ok()) return c.status().WithContext("config " + path);
   bool inline_token = false;
-  for (const auto& [name, t] : j->at("tenants").items()) inline_token = inline_token || t.contains("token");
+  for (const auto& [name, t] : j->at("tenants").items())
+    inline_token = inline_token || t.contains("token");
   if (inline_token && (st.st_mode & S_IROTH)) {
     c->warnings.push_back(fmt::format(
         "config {} holds tokens and is readable by others: chmod o-r it, or use token_file", path));

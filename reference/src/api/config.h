@@ -18,10 +18,9 @@
 // Thread-safety: plain values and pure functions.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "api/auth.h"
 #include "sbx/status.h"

@@ -1,15 +1,15 @@
 // sandboxd's configuration file, command line and listen addresses: the documented schema is
 // accepted, every deviation is refused with a message that names it.
+#include "api/config.h"
+
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "api/config.h"
 #include "api/listener.h"
 
 namespace sbx::api {
@@ -48,7 +48,8 @@ TEST_F(ConfigTest, TheDocumentedExampleParses) {
     "workers": 4,
     "max_connections": 32,
     "drain_timeout_s": 5
-  })", 0600);
+  })",
+                           0600);
   auto c = LoadDaemonConfig(path);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   ASSERT_EQ(c->tenants.size(), 2u);
@@ -62,7 +63,8 @@ TEST_F(ConfigTest, TheDocumentedExampleParses) {
 }
 
 TEST_F(ConfigTest, DefaultsAndTheWorldReadableWarning) {
-  std::string path = Write("c.json", R"({"tenants": {"alice": {"token": "alice-token-0123456789"}}})", 0644);
+  std::string path =
+      Write("c.json", R"({"tenants": {"alice": {"token": "alice-token-0123456789"}}})", 0644);
   auto c = LoadDaemonConfig(path);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->listen, "unix:/run/sandcheck/sandboxd.sock");
@@ -82,12 +84,15 @@ TEST_F(ConfigTest, EveryDeviationIsAnErrorNamingIt) {
       {"{\"tenants\": {" + ok_tenant + "}, \"lisen\": \"x\"}", "lisen"},
       {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "admin": true}}})", "admin"},
       {R"({"tenants": {"alice": {}}})", "exactly one of token and token_file"},
-      {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "token_file": "x"}}})", "exactly one"},
+      {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "token_file": "x"}}})",
+       "exactly one"},
       {R"({"tenants": {"alice": {"token": "short"}}})", "16..512"},
       {R"({"tenants": {"alice": {"token": 12345678901234567890}}})", "expected a string"},
       {R"({"tenants": {"Alice!": {"token": "alice-token-0123456789"}}})", "Alice!"},
-      {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "max_sandboxes": 0}}})", "max_sandboxes"},
-      {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "max_sandboxes": "4"}}})", "max_sandboxes"},
+      {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "max_sandboxes": 0}}})",
+       "max_sandboxes"},
+      {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "max_sandboxes": "4"}}})",
+       "max_sandboxes"},
       {R"({"tenants": {"a": {"token": "same-token-0123456789"}, "b": {"token": "same-token-0123456789"}}})",
        "same token"},
       {R"({"tenants": {"alice": {"token_file": "missing.token"}}})", "missing.token"},
@@ -100,7 +105,8 @@ TEST_F(ConfigTest, EveryDeviationIsAnErrorNamingIt) {
     auto c = ParseDaemonConfig(json::parse(text), dir_);
     ASSERT_FALSE(c.ok()) << text;
     EXPECT_EQ(c.status().code(), Code::kInvalidArgument) << text;
-    EXPECT_NE(c.status().message().find(needle), std::string::npos) << text << " -> " << c.status().message();
+    EXPECT_NE(c.status().message().find(needle), std::string::npos)
+        << text << " -> " << c.status().message();
     // A bad token is never echoed back (it would end up in logs).
     EXPECT_EQ(c.status().message().find("alice-token-0123456789"), std::string::npos);
   }
@@ -111,7 +117,8 @@ TEST_F(ConfigTest, EveryDeviationIsAnErrorNamingIt) {
 
 TEST_F(ConfigTest, TokenFileMustNotBeReadableByOthers) {
   Write("t.token", "a-token-in-a-file-0123456789", 0644);
-  auto c = ParseDaemonConfig(json::parse(R"({"tenants": {"alice": {"token_file": "t.token"}}})"), dir_);
+  auto c =
+      ParseDaemonConfig(json::parse(R"({"tenants": {"alice": {"token_file": "t.token"}}})"), dir_);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("readable by others"), std::string::npos);
   chmod((dir_ + "/t.token").c_str(), 0640);
@@ -133,7 +140,8 @@ TEST(DaemonArgsTest, Parse) {
   EXPECT_FALSE(ParseDaemonArgs({}).ok());
   EXPECT_FALSE(ParseDaemonArgs({"--config"}).ok());
   EXPECT_FALSE(ParseDaemonArgs({"--config", "c", "--socket", "rel.sock"}).ok());
-  EXPECT_FALSE(ParseDaemonArgs({"--config", "c", "--socket", "/a", "--listen", "127.0.0.1:1"}).ok());
+  EXPECT_FALSE(
+      ParseDaemonArgs({"--config", "c", "--socket", "/a", "--listen", "127.0.0.1:1"}).ok());
   EXPECT_FALSE(ParseDaemonArgs({"--config", "c", "--verbose"}).ok());
 }
 
@@ -150,13 +158,14 @@ TEST(ListenAddressTest, ParseAndLoopback) {
   EXPECT_TRUE(IsLoopback(*ParseListenAddress("[::1]:1")));
   EXPECT_TRUE(IsLoopback(*ParseListenAddress("[::ffff:127.0.0.1]:1")));
   EXPECT_EQ(ParseListenAddress("[::1]:80")->ToString(), "[::1]:80");
-  for (const char* remote : {"0.0.0.0:80", "10.0.0.1:80", "[::]:80", "[2001:db8::1]:80", "128.0.0.1:1"}) {
+  for (const char* remote :
+       {"0.0.0.0:80", "10.0.0.1:80", "[::]:80", "[2001:db8::1]:80", "128.0.0.1:1"}) {
     auto a = ParseListenAddress(remote);
     ASSERT_TRUE(a.ok()) << remote;
     EXPECT_FALSE(IsLoopback(*a)) << remote;
   }
-  for (const char* bad : {"localhost:80", "127.0.0.1", "127.0.0.1:", "127.0.0.1:99999", "127.0.0.1:8x",
-                          "unix:relative", "[::1:80", "", "tcp://127.0.0.1:80"}) {
+  for (const char* bad : {"localhost:80", "127.0.0.1", "127.0.0.1:", "127.0.0.1:99999",
+                          "127.0.0.1:8x", "unix:relative", "[::1:80", "", "tcp://127.0.0.1:80"}) {
     EXPECT_FALSE(ParseListenAddress(bad).ok()) << bad;
   }
 }

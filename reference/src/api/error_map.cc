@@ -1,8 +1,8 @@
 #include "api/error_map.h"
 
-#include <array>
-
 #include <fmt/format.h>
+
+#include <array>
 #include <nlohmann/json.hpp>
 
 #include "api/wire.h"
@@ -24,19 +24,27 @@ constexpr std::array<Row, 13> kTable = {{
     {Code::kNotFound, 404},
     {Code::kFailedPrecondition, 409},
     {Code::kAlreadyExists, 409},
-    {Code::kResourceExceeded, 429},   // e.g. the tenant's max_sandboxes
+    {Code::kResourceExceeded, 429},  // e.g. the tenant's max_sandboxes
     {Code::kInternal, 500},
     {Code::kUnsupported, 501},
-    {Code::kToolError, 502},          // the sandbox crashed or the tool could not start
-    {Code::kSandboxUnavailable, 503}, // no backend could provide the sandbox (FAIL-1)
+    {Code::kToolError, 502},           // the sandbox crashed or the tool could not start
+    {Code::kSandboxUnavailable, 503},  // no backend could provide the sandbox (FAIL-1)
     {Code::kTimeout, 504},
 }};
 
-constexpr std::array<Code, 13> kAllCodes = {
-    Code::kOk,           Code::kTimeout,          Code::kResourceExceeded, Code::kToolError,
-    Code::kSandboxUnavailable, Code::kInvalidArgument, Code::kNotFound,   Code::kPermissionDenied,
-    Code::kUnauthenticated, Code::kFailedPrecondition, Code::kInternal,   Code::kUnsupported,
-    Code::kAlreadyExists};
+constexpr std::array<Code, 13> kAllCodes = {Code::kOk,
+                                            Code::kTimeout,
+                                            Code::kResourceExceeded,
+                                            Code::kToolError,
+                                            Code::kSandboxUnavailable,
+                                            Code::kInvalidArgument,
+                                            Code::kNotFound,
+                                            Code::kPermissionDenied,
+                                            Code::kUnauthenticated,
+                                            Code::kFailedPrecondition,
+                                            Code::kInternal,
+                                            Code::kUnsupported,
+                                            Code::kAlreadyExists};
 
 }  // namespace
 
@@ -70,7 +78,8 @@ Status StatusFromErrorResponse(int http_status, std::string_view body) {
   auto j = ParseJsonBody(body);
   if (j.ok() && j->is_object() && j->contains("error") && (*j)["error"].is_object()) {
     const auto& e = (*j)["error"];
-    std::string name = e.contains("code") && e["code"].is_string() ? e["code"].get<std::string>() : "";
+    std::string name =
+        e.contains("code") && e["code"].is_string() ? e["code"].get<std::string>() : "";
     std::string message =
         e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : "";
     Code code = CodeFromName(name);
@@ -79,8 +88,8 @@ Status StatusFromErrorResponse(int http_status, std::string_view body) {
   }
   std::string excerpt(body.substr(0, 200));
   return Status(CodeForHttpStatus(http_status),
-                fmt::format("HTTP {} from sandboxd (body is not an error object: '{}')", http_status,
-                            excerpt));
+                fmt::format("HTTP {} from sandboxd (body is not an error object: '{}')",
+                            http_status, excerpt));
 }
 
 }  // namespace sbx::api

@@ -10,14 +10,14 @@
 // Thread-safety: thread-safe.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "api/error_map.h"
 #include "sbx/runtime.h"
@@ -64,7 +64,8 @@ class FakeRuntime final : public Runtime {
       std::lock_guard lock(mu_);
       auto it = boxes_.find(id);
       if (it == boxes_.end()) return NotFound(fmt::format("no sandbox '{}'", id));
-      if (it->second.state == SandboxState::kSuspended) return FailedPrecondition("sandbox is suspended");
+      if (it->second.state == SandboxState::kSuspended)
+        return FailedPrecondition("sandbox is suspended");
       ++it->second.execs;
     }
     const std::string& cmd = exec.command;
@@ -96,14 +97,19 @@ class FakeRuntime final : public Runtime {
     it->second.state = SandboxState::kRunning;
     return 0.002;
   }
-  StatusOr<double> Suspend(const std::string& id) override { return SetState(id, SandboxState::kSuspended); }
-  StatusOr<double> Resume(const std::string& id) override { return SetState(id, SandboxState::kRunning); }
+  StatusOr<double> Suspend(const std::string& id) override {
+    return SetState(id, SandboxState::kSuspended);
+  }
+  StatusOr<double> Resume(const std::string& id) override {
+    return SetState(id, SandboxState::kRunning);
+  }
   StatusOr<double> Destroy(const std::string& id) override {
     std::lock_guard lock(mu_);
     if (boxes_.erase(id) == 0) return NotFound(fmt::format("no sandbox '{}'", id));
     return 0.003;
   }
-  Status PutFile(const std::string& id, const std::string& path, const std::string& content, int mode) override {
+  Status PutFile(const std::string& id, const std::string& path, const std::string& content,
+                 int mode) override {
     std::lock_guard lock(mu_);
     auto it = boxes_.find(id);
     if (it == boxes_.end()) return NotFound(fmt::format("no sandbox '{}'", id));

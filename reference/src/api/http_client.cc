@@ -1,6 +1,7 @@
 #include "api/http_client.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -9,8 +10,6 @@
 #include <unistd.h>
 
 #include <chrono>
-
-#include <fmt/format.h>
 
 #include "host/fd.h"
 
@@ -29,7 +28,8 @@ int MsLeft(Clock::time_point deadline) {
 Status Wait(int fd, short events, Clock::time_point deadline, std::string_view what) {
   while (true) {
     int left = MsLeft(deadline);
-    if (left == 0) return Status(Code::kTimeout, fmt::format("sandboxd did not answer in time ({})", what));
+    if (left == 0)
+      return Status(Code::kTimeout, fmt::format("sandboxd did not answer in time ({})", what));
     pollfd p{fd, events, 0};
     int n = poll(&p, 1, left);
     if (n > 0) return Status::Ok();
@@ -70,16 +70,16 @@ StatusOr<host::UniqueFd> Connect(const ListenAddress& a, Clock::time_point deadl
   }
   if (connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
     if (errno != EINPROGRESS && errno != EAGAIN) {
-      return Status(Code::kSandboxUnavailable,
-                    fmt::format("sandboxd at {} is not reachable: {}", a.ToString(), strerror(errno)));
+      return Status(Code::kSandboxUnavailable, fmt::format("sandboxd at {} is not reachable: {}",
+                                                           a.ToString(), strerror(errno)));
     }
     RETURN_IF_ERROR(Wait(fd.get(), POLLOUT, deadline, "connect"));
     int err = 0;
     socklen_t el = sizeof err;
     getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &el);
     if (err != 0) {
-      return Status(Code::kSandboxUnavailable,
-                    fmt::format("sandboxd at {} is not reachable: {}", a.ToString(), strerror(err)));
+      return Status(Code::kSandboxUnavailable, fmt::format("sandboxd at {} is not reachable: {}",
+                                                           a.ToString(), strerror(err)));
     }
   }
   return fd;
@@ -96,7 +96,8 @@ StatusOr<HttpClient> HttpClient::Create(std::string_view url) {
     return c;
   }
   if (url.substr(0, 7) != "http://") {
-    return InvalidArgument(fmt::format("server URL '{}': expected unix:/PATH or http://HOST:PORT", url));
+    return InvalidArgument(
+        fmt::format("server URL '{}': expected unix:/PATH or http://HOST:PORT", url));
   }
   std::string_view rest = url.substr(7);
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
@@ -115,11 +116,13 @@ StatusOr<HttpClient> HttpClient::Create(std::string_view url) {
 }
 
 StatusOr<ParsedResponse> HttpClient::Do(std::string_view method, std::string_view path,
-                                        const std::vector<HttpHeader>& headers, std::string_view body,
-                                        double timeout_s) const {
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+                                        const std::vector<HttpHeader>& headers,
+                                        std::string_view body, double timeout_s) const {
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(timeout_s));
   ASSIGN_OR_RETURN(host::UniqueFd fd, Connect(address_, deadline));
-  std::string out = fmt::format("{} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", method, path, host_header_);
+  std::string out = fmt::format("{} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", method, path,
+                                host_header_);
   for (const auto& h : headers) out += fmt::format("{}: {}\r\n", h.name, h.value);
   if (!body.empty() || method == "POST" || method == "PUT") {
     out += fmt::format("Content-Type: application/json\r\nContent-Length: {}\r\n", body.size());
@@ -147,8 +150,8 @@ StatusOr<ParsedResponse> HttpClient::Do(std::string_view method, std::string_vie
       eof = true;
     } else if (errno != EAGAIN && errno != EINTR) {
       if (in.empty()) {
-        return Status(Code::kSandboxUnavailable,
-                      fmt::format("sandboxd at {}: connection lost: {}", address_.ToString(), strerror(errno)));
+        return Status(Code::kSandboxUnavailable, fmt::format("sandboxd at {}: connection lost: {}",
+                                                             address_.ToString(), strerror(errno)));
       }
       eof = true;
     }
@@ -156,12 +159,13 @@ StatusOr<ParsedResponse> HttpClient::Do(std::string_view method, std::string_vie
       ResponseOutcome o = ParseResponse(in, eof, kMaxResponseBody);
       if (o.kind == ResponseOutcome::Kind::kComplete) return std::move(o.response);
       if (o.kind == ResponseOutcome::Kind::kError) {
-        return Status(Code::kInternal, fmt::format("sandboxd at {}: {}", address_.ToString(), o.message));
+        return Status(Code::kInternal,
+                      fmt::format("sandboxd at {}: {}", address_.ToString(), o.message));
       }
       if (r > 0) continue;
     }
-    RETURN_IF_ERROR(Wait(fd.get(), static_cast<short>(pending.empty() ? POLLIN : POLLIN | POLLOUT), deadline,
-                         fmt::format("{} {}", method, path)));
+    RETURN_IF_ERROR(Wait(fd.get(), static_cast<short>(pending.empty() ? POLLIN : POLLIN | POLLOUT),
+                         deadline, fmt::format("{} {}", method, path)));
   }
 }
 

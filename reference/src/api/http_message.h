@@ -37,7 +37,7 @@ struct HttpRequest {
   int version_minor = 1;
   std::vector<HttpHeader> headers;
   std::string body;
-  bool keep_alive = true;       // from the version and the Connection field
+  bool keep_alive = true;        // from the version and the Connection field
   bool expect_continue = false;  // "Expect: 100-continue"
 
   // The first field of that (lower case) name, or nullptr.
@@ -99,7 +99,7 @@ class RequestReader {
 
   ParseLimits limits_;
   std::string buf_;
-  size_t scanned_ = 0;             // bytes of buf_ already checked for line breaks
+  size_t scanned_ = 0;  // bytes of buf_ already checked for line breaks
   bool request_line_checked_ = false;
   std::optional<Head> head_;
   bool continue_sent_ = false;

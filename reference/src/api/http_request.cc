@@ -1,9 +1,9 @@
 // The strict HTTP/1.1 request parser of sandboxd (see http_message.h for what it accepts).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-
-#include <fmt/format.h>
 
 #include "api/http_message.h"
 
@@ -17,8 +17,21 @@ constexpr size_t kMaxMethodLen = 20;
 bool IsTchar(unsigned char c) {
   if (std::isalnum(c)) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-':
-    case '.': case '^': case '_': case '`': case '|': case '~':
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
       return true;
     default:
       return false;
@@ -30,7 +43,8 @@ bool IsFieldValueChar(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 
 
 std::string Lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return out;
 }
 
@@ -60,7 +74,8 @@ ParseOutcome Error(int status, std::string message) {
 std::optional<ParseOutcome> CheckLineBreaks(std::string_view buf, size_t from, size_t end) {
   for (size_t i = from; i < end; ++i) {
     char c = buf[i];
-    if (c == '\n' && (i == 0 || buf[i - 1] != '\r')) return Error(400, "bare LF in the request head");
+    if (c == '\n' && (i == 0 || buf[i - 1] != '\r'))
+      return Error(400, "bare LF in the request head");
     if (c == '\r' && i + 1 < buf.size() && buf[i + 1] != '\n') {
       return Error(400, "bare CR in the request head");
     }
@@ -86,10 +101,12 @@ std::optional<ParseOutcome> ParseRequestLine(std::string_view line, HttpRequest*
     return Error(400, "request target must be an absolute path (origin-form)");
   }
   for (unsigned char c : target) {
-    if (c < 0x21 || c > 0x7e || c == '#') return Error(400, "invalid character in the request target");
+    if (c < 0x21 || c > 0x7e || c == '#')
+      return Error(400, "invalid character in the request target");
   }
-  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || !std::isdigit(static_cast<unsigned char>(version[5])) ||
-      version[6] != '.' || !std::isdigit(static_cast<unsigned char>(version[7]))) {
+  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" ||
+      !std::isdigit(static_cast<unsigned char>(version[5])) || version[6] != '.' ||
+      !std::isdigit(static_cast<unsigned char>(version[7]))) {
     return Error(400, "malformed HTTP version");
   }
   if (version[5] != '1' || (version[7] != '0' && version[7] != '1')) {
@@ -143,7 +160,8 @@ HeadParse ParseHead(std::string_view head, const ParseLimits& limits) {
       return out;
     }
     std::string_view name = line.substr(0, colon);
-    if (!std::all_of(name.begin(), name.end(), [](char c) { return IsTchar(static_cast<unsigned char>(c)); })) {
+    if (!std::all_of(name.begin(), name.end(),
+                     [](char c) { return IsTchar(static_cast<unsigned char>(c)); })) {
       out.error = Error(400, "invalid character in a header field name");
       return out;
     }
@@ -162,7 +180,8 @@ HeadParse ParseHead(std::string_view head, const ParseLimits& limits) {
       ++n_content_length;
       size_t n = 0;
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (value.empty() || value.size() > 18 || ec != std::errc() || p != value.data() + value.size() ||
+      if (value.empty() || value.size() > 18 || ec != std::errc() ||
+          p != value.data() + value.size() ||
           !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
         out.error = Error(400, "malformed Content-Length");
         return out;
@@ -191,7 +210,8 @@ HeadParse ParseHead(std::string_view head, const ParseLimits& limits) {
     req.headers.push_back({std::move(lname), std::string(value)});
   }
   if (transfer_encoding) {
-    out.error = Error(411, "Transfer-Encoding (chunked) is not accepted: send the body with Content-Length");
+    out.error = Error(
+        411, "Transfer-Encoding (chunked) is not accepted: send the body with Content-Length");
     return out;
   }
   if (n_content_length > 1) {
@@ -199,7 +219,8 @@ HeadParse ParseHead(std::string_view head, const ParseLimits& limits) {
     return out;
   }
   if (n_host > 1 || (req.version_minor == 1 && n_host == 0)) {
-    out.error = Error(400, n_host > 1 ? "more than one Host field" : "HTTP/1.1 request without Host");
+    out.error =
+        Error(400, n_host > 1 ? "more than one Host field" : "HTTP/1.1 request without Host");
     return out;
   }
   if (n_authorization > 1) {
@@ -232,7 +253,8 @@ ParseOutcome WithRequestLine(HeadParse hp) {
 
 // Checks what can be checked before the head is complete, so garbage is refused at once and
 // not after max_header_bytes or a timeout. `from` is where the unchecked bytes begin.
-std::optional<ParseOutcome> EarlyCheck(std::string_view window, size_t from, bool* request_line_checked) {
+std::optional<ParseOutcome> EarlyCheck(std::string_view window, size_t from,
+                                       bool* request_line_checked) {
   if (auto e = CheckLineBreaks(window, from, window.size())) return e;
   if (!*request_line_checked) {
     size_t eol = window.find("\r\n");
@@ -295,7 +317,8 @@ ParseOutcome RequestReader::Next() {
       if (auto e = EarlyCheck(window, check_from, &request_line_checked_)) return std::move(*e);
       scanned_ = window.size();
       if (all.size() >= limits_.max_header_bytes) {
-        return Error(431, fmt::format("request head larger than {} bytes", limits_.max_header_bytes));
+        return Error(431,
+                     fmt::format("request head larger than {} bytes", limits_.max_header_bytes));
       }
       return {};
     }

@@ -86,7 +86,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // What the client reads from a (possibly hostile) server.
   auto resp = sbx::api::ParseResponse(input, data[0] & 1, 4096);
-  if (resp.kind == sbx::api::ResponseOutcome::Kind::kComplete) Check(resp.response.body.size() <= 4096);
+  if (resp.kind == sbx::api::ResponseOutcome::Kind::kComplete)
+    Check(resp.response.body.size() <= 4096);
 
   // Request bodies reach the JSON parser: no input may crash it (deep nesting is refused).
   auto json = sbx::api::ParseJsonBody(input);

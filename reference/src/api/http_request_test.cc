@@ -1,11 +1,11 @@
 // The strict HTTP request parser: what it accepts, a corpus of malformed requests it must
 // refuse with the right status, and the incremental reader agreeing with the one-shot parser
 // however the bytes are split.
+#include <gtest/gtest.h>
+
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "api/http_message.h"
 
@@ -15,7 +15,8 @@ namespace {
 using Kind = ParseOutcome::Kind;
 
 TEST(HttpRequestTest, ParsesAGetWithHeaders) {
-  auto o = ParseRequest("GET /v1/info?x=1 HTTP/1.1\r\nHost: a\r\nX-Thing:   padded value \t\r\n\r\n");
+  auto o =
+      ParseRequest("GET /v1/info?x=1 HTTP/1.1\r\nHost: a\r\nX-Thing:   padded value \t\r\n\r\n");
   ASSERT_EQ(o.kind, Kind::kComplete) << o.message;
   EXPECT_EQ(o.request.method, "GET");
   EXPECT_EQ(o.request.target, "/v1/info?x=1");
@@ -28,7 +29,8 @@ TEST(HttpRequestTest, ParsesAGetWithHeaders) {
 }
 
 TEST(HttpRequestTest, ParsesAPostBodyAndCountsConsumedBytes) {
-  std::string raw = "POST /v1/sandboxes HTTP/1.1\r\nHost: a\r\nContent-Length: 7\r\n\r\n{\"a\":1}NEXT";
+  std::string raw =
+      "POST /v1/sandboxes HTTP/1.1\r\nHost: a\r\nContent-Length: 7\r\n\r\n{\"a\":1}NEXT";
   auto o = ParseRequest(raw);
   ASSERT_EQ(o.kind, Kind::kComplete) << o.message;
   EXPECT_EQ(o.request.body, "{\"a\":1}");
@@ -43,15 +45,17 @@ TEST(HttpRequestTest, PostWithoutContentLengthHasNoBody) {
 }
 
 TEST(HttpRequestTest, KeepAliveFollowsVersionAndConnection) {
-  EXPECT_FALSE(ParseRequest("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").request.keep_alive);
+  EXPECT_FALSE(
+      ParseRequest("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").request.keep_alive);
   EXPECT_FALSE(ParseRequest("GET / HTTP/1.0\r\n\r\n").request.keep_alive);
   EXPECT_TRUE(ParseRequest("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").request.keep_alive);
-  EXPECT_FALSE(ParseRequest("GET / HTTP/1.1\r\nHost: a\r\nConnection: foo, CLOSE\r\n\r\n").request.keep_alive);
+  EXPECT_FALSE(ParseRequest("GET / HTTP/1.1\r\nHost: a\r\nConnection: foo, CLOSE\r\n\r\n")
+                   .request.keep_alive);
 }
 
 TEST(HttpRequestTest, TruncatedRequestsAreIncompleteNotErrors) {
-  for (std::string raw : {"", "G", "GET", "GET /", "GET / HTTP/1.1", "GET / HTTP/1.1\r", "GET / HTTP/1.1\r\nHost: a\r\n",
-                          "GET / HTTP/1.1\r\nHost: a\r\n\r",
+  for (std::string raw : {"", "G", "GET", "GET /", "GET / HTTP/1.1", "GET / HTTP/1.1\r",
+                          "GET / HTTP/1.1\r\nHost: a\r\n", "GET / HTTP/1.1\r\nHost: a\r\n\r",
                           "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n12345"}) {
     auto o = ParseRequest(raw);
     EXPECT_EQ(o.kind, Kind::kIncomplete) << "'" << raw << "': " << o.message;
@@ -100,17 +104,26 @@ std::vector<Bad> Corpus() {
       {"float length", "POST / HTTP/1.1\r\n" + h + "Content-Length: 1e3\r\n\r\n", 400},
       {"empty length", "POST / HTTP/1.1\r\n" + h + "Content-Length:\r\n\r\n", 400},
       {"list length", "POST / HTTP/1.1\r\n" + h + "Content-Length: 5, 5\r\n\r\n", 400},
-      {"overflowing length", "POST / HTTP/1.1\r\n" + h + "Content-Length: 99999999999999999999999\r\n\r\n", 400},
-      {"two lengths", "POST / HTTP/1.1\r\n" + h + "Content-Length: 1\r\nContent-Length: 1\r\n\r\nx", 400},
+      {"overflowing length",
+       "POST / HTTP/1.1\r\n" + h + "Content-Length: 99999999999999999999999\r\n\r\n", 400},
+      {"two lengths", "POST / HTTP/1.1\r\n" + h + "Content-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+       400},
       {"body too large", "POST / HTTP/1.1\r\n" + h + "Content-Length: 8388609\r\n\r\n", 413},
-      {"chunked", "POST / HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 411},
-      {"chunked with length", "POST / HTTP/1.1\r\n" + h + "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\nabc", 411},
-      {"unknown expectation", "POST / HTTP/1.1\r\n" + h + "Expect: 200-ok\r\nContent-Length: 1\r\n\r\nx", 417},
-      {"two Authorization fields", "GET / HTTP/1.1\r\n" + h + "Authorization: a\r\nAuthorization: b\r\n\r\n", 400},
+      {"chunked",
+       "POST / HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+       411},
+      {"chunked with length",
+       "POST / HTTP/1.1\r\n" + h + "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\nabc",
+       411},
+      {"unknown expectation",
+       "POST / HTTP/1.1\r\n" + h + "Expect: 200-ok\r\nContent-Length: 1\r\n\r\nx", 417},
+      {"two Authorization fields",
+       "GET / HTTP/1.1\r\n" + h + "Authorization: a\r\nAuthorization: b\r\n\r\n", 400},
       {"TLS ClientHello", std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11), 400},
       {"binary zeros", std::string(64, '\0'), 400},
       {"JSON instead of HTTP", "{\"cmd\": \"ls\"}\r\n\r\n", 400},
-      {"head larger than 16 KiB", "GET / HTTP/1.1\r\n" + h + "X: " + std::string(17000, 'a') + "\r\n\r\n", 431},
+      {"head larger than 16 KiB",
+       "GET / HTTP/1.1\r\n" + h + "X: " + std::string(17000, 'a') + "\r\n\r\n", 431},
       {"endless head", "GET / HTTP/1.1\r\n" + h + "X: " + std::string(20000, 'a'), 431},
   };
   std::string many = "GET / HTTP/1.1\r\n" + h;
@@ -196,8 +209,9 @@ TEST(HttpRequestTest, ReaderAgreesWithOneShotParserAndHandlesPipelining) {
 
 TEST(HttpRequestTest, PendingHeadAndExpectContinue) {
   RequestReader r;
-  r.Append("POST /x HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer t\r\nExpect: 100-continue\r\n"
-           "Content-Length: 4\r\n\r\n");
+  r.Append(
+      "POST /x HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer t\r\nExpect: 100-continue\r\n"
+      "Content-Length: 4\r\n\r\n");
   EXPECT_EQ(r.Next().kind, Kind::kIncomplete);
   ASSERT_NE(r.PendingHead(), nullptr);
   EXPECT_EQ(*r.PendingHead()->Header("authorization"), "Bearer t");
@@ -230,10 +244,14 @@ TEST(HttpResponseTest, RoundTripAndInterimResponses) {
   EXPECT_EQ(o.response.body, r.body);
   EXPECT_FALSE(o.response.keep_alive);
   ASSERT_NE(o.response.Header("www-authenticate"), nullptr);
-  EXPECT_EQ(ParseResponse(wire.substr(0, wire.size() - 2), false, 1 << 20).kind, ResponseOutcome::Kind::kIncomplete);
-  EXPECT_EQ(ParseResponse(wire.substr(0, wire.size() - 2), true, 1 << 20).kind, ResponseOutcome::Kind::kError);
-  EXPECT_EQ(ParseResponse(wire, false, 4).kind, ResponseOutcome::Kind::kError);  // body over the limit
-  EXPECT_EQ(ParseResponse("SSH-2.0-OpenSSH\r\n\r\n", false, 100).kind, ResponseOutcome::Kind::kError);
+  EXPECT_EQ(ParseResponse(wire.substr(0, wire.size() - 2), false, 1 << 20).kind,
+            ResponseOutcome::Kind::kIncomplete);
+  EXPECT_EQ(ParseResponse(wire.substr(0, wire.size() - 2), true, 1 << 20).kind,
+            ResponseOutcome::Kind::kError);
+  EXPECT_EQ(ParseResponse(wire, false, 4).kind,
+            ResponseOutcome::Kind::kError);  // body over the limit
+  EXPECT_EQ(ParseResponse("SSH-2.0-OpenSSH\r\n\r\n", false, 100).kind,
+            ResponseOutcome::Kind::kError);
 }
 
 }  // namespace

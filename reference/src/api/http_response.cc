@@ -1,11 +1,10 @@
 // HTTP/1.1 responses: written by sandboxd, parsed by its client (remote_runtime.cc).
+#include <fmt/format.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-
-#include <fmt/format.h>
 
 #include "api/http_message.h"
 
@@ -44,29 +43,52 @@ ResponseOutcome ResponseError(std::string message) {
 
 std::string_view ReasonPhrase(int status) {
   switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 417: return "Expectation Failed";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Content Too Large";
+    case 417:
+      return "Expectation Failed";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
   }
 }
 
@@ -97,8 +119,9 @@ ResponseOutcome ParseResponse(std::string_view buf, bool eof, size_t max_body_by
     size_t end = buf.substr(0, std::min(buf.size(), kMaxResponseHead)).find("\r\n\r\n");
     if (end == std::string_view::npos) {
       if (buf.size() >= kMaxResponseHead) return ResponseError("response head too large");
-      if (eof) return ResponseError(buf.empty() ? "connection closed without a response"
-                                                : "connection closed in the response head");
+      if (eof)
+        return ResponseError(buf.empty() ? "connection closed without a response"
+                                         : "connection closed in the response head");
       return {};
     }
     std::string_view head = buf.substr(0, end + 2);
@@ -125,12 +148,16 @@ ResponseOutcome ParseResponse(std::string_view buf, bool eof, size_t max_body_by
       std::string_view line = head.substr(pos, e - pos);
       pos = e + 2;
       size_t colon = line.find(':');
-      if (colon == std::string_view::npos || colon == 0) return ResponseError("malformed header field");
+      if (colon == std::string_view::npos || colon == 0)
+        return ResponseError("malformed header field");
       std::string name(line.substr(0, colon));
-      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
       std::string_view value = line.substr(colon + 1);
-      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-      while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+      while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+        value.remove_prefix(1);
+      while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+        value.remove_suffix(1);
       if (name == "content-length") {
         auto [q, ec2] = std::from_chars(value.data(), value.data() + value.size(), length);
         if (value.empty() || ec2 != std::errc() || q != value.data() + value.size()) {
@@ -141,7 +168,8 @@ ResponseOutcome ParseResponse(std::string_view buf, bool eof, size_t max_body_by
         return ResponseError("chunked responses are not supported");
       } else if (name == "connection") {
         std::string v(value);
-        std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+        std::transform(v.begin(), v.end(), v.begin(),
+                       [](unsigned char c) { return std::tolower(c); });
         if (v.find("close") != std::string::npos) resp.keep_alive = false;
       }
       resp.headers.push_back({std::move(name), std::string(value)});
@@ -151,7 +179,8 @@ ResponseOutcome ParseResponse(std::string_view buf, bool eof, size_t max_body_by
       continue;
     }
     if (has_length) {
-      if (length > max_body_bytes) return ResponseError(fmt::format("response body of {} bytes too large", length));
+      if (length > max_body_bytes)
+        return ResponseError(fmt::format("response body of {} bytes too large", length));
       if (buf.size() - head_len < length) {
         if (eof) return ResponseError("connection closed in the response body");
         return {};

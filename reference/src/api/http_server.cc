@@ -1,5 +1,6 @@
 #include "api/http_server.h"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -9,8 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
-
-#include <fmt/format.h>
 
 #include "api/error_map.h"
 
@@ -41,7 +40,8 @@ bool WriteAll(int fd, std::string_view data, double timeout_s) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) return false;
       pollfd p{fd, POLLOUT, 0};
       if (poll(&p, 1, static_cast<int>(left)) < 0 && errno != EINTR) return false;
@@ -66,14 +66,15 @@ struct HttpServer::Conn {
   RequestReader reader;
   enum class State { kReading, kBusy, kLingering } state = State::kReading;
   Clock::time_point deadline;
-  bool in_request = false;   // bytes of an unfinished request are buffered
+  bool in_request = false;    // bytes of an unfinished request are buffered
   bool head_checked = false;  // head_check ran for the pending head
-  bool peer_closed = false;  // EOF seen: answer what is complete, then close
-  bool registered = false;   // in the epoll set
+  bool peer_closed = false;   // EOF seen: answer what is complete, then close
+  bool registered = false;    // in the epoll set
   Conn(int f, ParseLimits l) : fd(f), reader(l) {}
 };
 
-HttpServer::HttpServer(Listener listener, Handler handler, HeadCheck head_check, ServerOptions options)
+HttpServer::HttpServer(Listener listener, Handler handler, HeadCheck head_check,
+                       ServerOptions options)
     : listener_(std::move(listener)),
       address_(listener_->address()),
       handler_(std::move(handler)),
@@ -93,12 +94,15 @@ Status HttpServer::Start() {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = &kListenTag;
-  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_->fd(), &ev) != 0) return ErrnoStatus("epoll_ctl listen");
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_->fd(), &ev) != 0)
+    return ErrnoStatus("epoll_ctl listen");
   ev.data.ptr = &kWakeTag;
-  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0) return ErrnoStatus("epoll_ctl eventfd");
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0)
+    return ErrnoStatus("epoll_ctl eventfd");
   RETURN_IF_ERROR(listener_->Publish());
   started_ = true;
-  for (int i = 0; i < std::max(1, options_.workers); ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < std::max(1, options_.workers); ++i)
+    workers_.emplace_back([this] { WorkerLoop(); });
   io_ = std::thread([this] { IoLoop(); });
   return Status::Ok();
 }
@@ -179,12 +183,14 @@ void HttpServer::IoLoop() {
     int timeout_ms = 1000;
     auto now = Clock::now();
     if (drain_deadline) {
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*drain_deadline - now).count() + 1;
+      auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(*drain_deadline - now).count() + 1;
       timeout_ms = static_cast<int>(std::clamp<int64_t>(ms, 0, timeout_ms));
     }
     for (auto& [p, c] : conns_) {
       if (c->state == Conn::State::kBusy) continue;
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(c->deadline - now).count() + 1;
+      auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(c->deadline - now).count() + 1;
       timeout_ms = static_cast<int>(std::clamp<int64_t>(ms, 0, timeout_ms));
     }
     int n = epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout_ms);
@@ -244,7 +250,8 @@ void HttpServer::Arm(Conn* c) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
   ev.data.ptr = c;
-  if (epoll_ctl(epoll_.get(), c->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd.get(), &ev) != 0) {
+  if (epoll_ctl(epoll_.get(), c->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd.get(), &ev) !=
+      0) {
     Close(c);
     return;
   }
@@ -272,7 +279,8 @@ void HttpServer::OnReadable(Conn* c) {
     ssize_t n = recv(c->fd.get(), buf, sizeof buf, 0);
     if (n > 0) {
       total += static_cast<size_t>(n);
-      if (c->state == Conn::State::kReading) c->reader.Append(std::string_view(buf, static_cast<size_t>(n)));
+      if (c->state == Conn::State::kReading)
+        c->reader.Append(std::string_view(buf, static_cast<size_t>(n)));
       continue;
     }
     if (n == 0) {
@@ -285,8 +293,10 @@ void HttpServer::OnReadable(Conn* c) {
     break;
   }
   if (c->state == Conn::State::kLingering) {
-    if (eof || error) Close(c);
-    else Arm(c);
+    if (eof || error)
+      Close(c);
+    else
+      Arm(c);
     return;
   }
   if (error) {
@@ -353,8 +363,10 @@ void HttpServer::ProcessDone() {
     --busy_;
     Conn* c = d.conn;
     if (stopping_ || !d.keep_open) {
-      if (d.linger && !stopping_) Linger(c);
-      else Close(c);
+      if (d.linger && !stopping_)
+        Linger(c);
+      else
+        Close(c);
       continue;
     }
     c->state = Conn::State::kReading;
@@ -420,8 +432,9 @@ void HttpServer::WorkerLoop() {
     std::string bytes = SerializeResponse(response, keep);
     // Logged before the answer goes out, so a client that has its answer finds the line.
     const HttpRequest& rq = job.outcome.request;
-    std::string what = fmt::format("{} {} tenant={} status={}", rq.method.empty() ? "-" : rq.method,
-                                   rq.path.empty() ? "-" : rq.path, response.log_tenant, response.status);
+    std::string what =
+        fmt::format("{} {} tenant={} status={}", rq.method.empty() ? "-" : rq.method,
+                    rq.path.empty() ? "-" : rq.path, response.log_tenant, response.status);
     if (options_.access_log) {
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       options_.access_log(fmt::format("{} ms={:.1f}", what, ms));

@@ -79,8 +79,8 @@ class HttpServer {
   struct Conn;
   struct Job {
     Conn* conn;
-    ParseOutcome outcome;                 // kComplete or kError
-    std::optional<HttpResponse> answer;   // set: send this (head check, timeout)
+    ParseOutcome outcome;                // kComplete or kError
+    std::optional<HttpResponse> answer;  // set: send this (head check, timeout)
   };
   struct Done {
     Conn* conn;

@@ -2,7 +2,10 @@
 // runtime faked: the remote runtime round trip, error mapping, tenancy through the client, and
 // a server that keeps serving whatever the peers send (garbage, huge heads, slow or missing
 // bodies, too many connections), drains on stop and removes its socket.
+#include "api/http_server.h"
+
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -15,14 +18,11 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
-#include <thread>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "api/api_service.h"
 #include "api/fake_runtime.h"
-#include "api/http_server.h"
 #include "api/remote_runtime.h"
 #include "host/fd.h"
 
@@ -62,7 +62,8 @@ std::string ReadAll(int fd, double timeout_s, bool* eof = nullptr) {
   if (eof) *eof = false;
   while (Clock::now() < deadline) {
     pollfd p{fd, POLLIN, 0};
-    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    int left = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
     if (poll(&p, 1, std::max(left, 1)) <= 0) continue;
     char buf[65536];
     ssize_t n = recv(fd, buf, sizeof buf, 0);
@@ -111,7 +112,8 @@ class ServerTest : public ::testing::TestWithParam<bool /*tcp*/> {
   }
 
   void Start(ServerOptions o = {}) {
-    auto addr = GetParam() ? ParseListenAddress("127.0.0.1:0") : ParseListenAddress("unix:" + dir_ + "/d.sock");
+    auto addr = GetParam() ? ParseListenAddress("127.0.0.1:0")
+                           : ParseListenAddress("unix:" + dir_ + "/d.sock");
     ASSERT_TRUE(addr.ok());
     auto l = Listener::Open(*addr);
     ASSERT_TRUE(l.ok()) << l.status().ToString();
@@ -206,7 +208,11 @@ TEST_P(ServerTest, RemoteRuntimeRoundTrip) {
   ExecResult once = rt->Run(req);
   EXPECT_EQ(once.status, ExecStatus::kOk);
   EXPECT_EQ(once.stdout_tail, "one shot");
-  auto failed = rt->Create([] { SandboxSpec s; s.template_name = "fail-sandbox_unavailable"; return s; }());
+  auto failed = rt->Create([] {
+    SandboxSpec s;
+    s.template_name = "fail-sandbox_unavailable";
+    return s;
+  }());
   EXPECT_EQ(failed.status().code(), Code::kSandboxUnavailable);
 }
 
@@ -216,10 +222,13 @@ TEST_P(ServerTest, WrongTokenAbsentServerAndBadUrls) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), Code::kUnauthenticated);
   EXPECT_EQ(OpenRemoteRuntime(Url(), "").status().code(), Code::kUnauthenticated);
-  EXPECT_EQ(OpenRemoteRuntime(Url(), "alice-token-01234\r\nX: y").status().code(), Code::kUnauthenticated);
-  EXPECT_EQ(OpenRemoteRuntime("unix:" + dir_ + "/none.sock", kAlice).status().code(), Code::kSandboxUnavailable);
+  EXPECT_EQ(OpenRemoteRuntime(Url(), "alice-token-01234\r\nX: y").status().code(),
+            Code::kUnauthenticated);
+  EXPECT_EQ(OpenRemoteRuntime("unix:" + dir_ + "/none.sock", kAlice).status().code(),
+            Code::kSandboxUnavailable);
   EXPECT_EQ(OpenRemoteRuntime("ftp://x", kAlice).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(OpenRemoteRuntime("http://127.0.0.1:1/prefix", kAlice).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(OpenRemoteRuntime("http://127.0.0.1:1/prefix", kAlice).status().code(),
+            Code::kInvalidArgument);
 }
 
 TEST_P(ServerTest, TenantsCannotReachEachOthersSandboxesThroughTheClient) {
@@ -244,9 +253,11 @@ TEST_P(ServerTest, TenantsCannotReachEachOthersSandboxesThroughTheClient) {
 
 TEST_P(ServerTest, GarbageNeverStopsTheServer) {
   Start();
-  std::string head = "POST /v1/sandboxes HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + std::string(kAlice) + "\r\n";
+  std::string head = "POST /v1/sandboxes HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " +
+                     std::string(kAlice) + "\r\n";
   auto with_body = [&](const std::string& body) {
-    return head + "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    return head + "Connection: close\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body;
   };
   struct Case {
     std::string name, bytes;
@@ -256,7 +267,8 @@ TEST_P(ServerTest, GarbageNeverStopsTheServer) {
       {"garbage", "\x01\x02\x03 hello there\r\n\r\n", 400},
       {"TLS hello", std::string("\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03", 11), 400},
       {"bare LF", "GET /v1/info HTTP/1.1\nHost: t\n\n", 400},
-      {"huge head", "GET /v1/info HTTP/1.1\r\nHost: t\r\nX: " + std::string(20000, 'a') + "\r\n\r\n", 431},
+      {"huge head",
+       "GET /v1/info HTTP/1.1\r\nHost: t\r\nX: " + std::string(20000, 'a') + "\r\n\r\n", 431},
       {"body too large", head + "Content-Length: 9000000\r\n\r\n{", 413},
       {"chunked", head + "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 411},
       {"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400},
@@ -345,8 +357,9 @@ TEST_P(ServerTest, KeepAlivePipeliningAndExpectContinue) {
 
   host::UniqueFd c = ConnectTo(server_->address());
   std::string body = R"({"template":"sandbox"})";
-  SendAll(c.get(), "POST /v1/sandboxes HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + std::string(kAlice) +
-                       "\r\nExpect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  SendAll(c.get(), "POST /v1/sandboxes HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " +
+                       std::string(kAlice) + "\r\nExpect: 100-continue\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n");
   std::string interim = ReadAll(c.get(), 0.5);
   EXPECT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
   SendAll(c.get(), body);
@@ -453,7 +466,9 @@ TEST_P(ServerTest, AccessLogHasNoBodiesOrTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(UnixAndTcp, ServerTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Tcp" : "Unix"; });
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Tcp" : "Unix";
+                         });
 
 class ListenerTest : public ::testing::Test {
  protected:
@@ -512,7 +527,8 @@ TEST_F(ListenerTest, TcpPortBusy) {
   auto l = Listener::Open(*ParseListenAddress("127.0.0.1:0"));
   ASSERT_TRUE(l.ok());
   EXPECT_GT(l->address().port, 0);
-  auto again = Listener::Open(*ParseListenAddress("127.0.0.1:" + std::to_string(l->address().port)));
+  auto again =
+      Listener::Open(*ParseListenAddress("127.0.0.1:" + std::to_string(l->address().port)));
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), Code::kAlreadyExists);
 }

@@ -1,6 +1,7 @@
 #include "api/listener.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,8 +11,6 @@
 #include <cctype>
 #include <charconv>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 namespace sbx::api {
 
@@ -44,7 +43,8 @@ StatusOr<ListenAddress> ParseListenAddress(std::string_view text) {
   } else {
     size_t colon = text.rfind(':');
     if (colon == std::string_view::npos) {
-      return InvalidArgument(fmt::format("listen '{}': expected unix:/PATH, IPv4:PORT or [IPv6]:PORT", text));
+      return InvalidArgument(
+          fmt::format("listen '{}': expected unix:/PATH, IPv4:PORT or [IPv6]:PORT", text));
     }
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
@@ -58,7 +58,8 @@ StatusOr<ListenAddress> ParseListenAddress(std::string_view text) {
   a.port = p;
   in_addr v4{};
   in6_addr v6{};
-  if (inet_pton(AF_INET, a.host.c_str(), &v4) != 1 && inet_pton(AF_INET6, a.host.c_str(), &v6) != 1) {
+  if (inet_pton(AF_INET, a.host.c_str(), &v4) != 1 &&
+      inet_pton(AF_INET6, a.host.c_str(), &v6) != 1) {
     return InvalidArgument(fmt::format("listen '{}': '{}' is not an IP address", text, a.host));
   }
   return a;
@@ -102,7 +103,8 @@ StatusOr<Listener> Listener::Open(const ListenAddress& address, int backlog) {
     struct stat st {};
     if (lstat(address.path.c_str(), &st) == 0) {
       if (!S_ISSOCK(st.st_mode)) {
-        return InvalidArgument(fmt::format("{} exists and is not a socket: not replacing it", address.path));
+        return InvalidArgument(
+            fmt::format("{} exists and is not a socket: not replacing it", address.path));
       }
       if (UnixSocketLive(address.path)) {
         return Status(Code::kAlreadyExists,
@@ -112,7 +114,9 @@ StatusOr<Listener> Listener::Open(const ListenAddress& address, int backlog) {
     std::error_code ec;
     std::filesystem::path parent = std::filesystem::path(address.path).parent_path();
     std::filesystem::create_directories(parent, ec);
-    if (ec) return Status(Code::kPermissionDenied, fmt::format("creating {}: {}", parent.string(), ec.message()));
+    if (ec)
+      return Status(Code::kPermissionDenied,
+                    fmt::format("creating {}: {}", parent.string(), ec.message()));
     l.fd_.Reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!l.fd_.valid()) return ErrnoStatus("socket(AF_UNIX)");
     l.tmp_path_ = fmt::format("{}.{}.tmp", address.path, getpid());
@@ -169,7 +173,8 @@ StatusOr<Listener> Listener::Open(const ListenAddress& address, int backlog) {
 
 Status Listener::Publish() {
   if (address_.kind != ListenAddress::Kind::kUnix || published_) return Status::Ok();
-  if (rename(tmp_path_.c_str(), address_.path.c_str()) != 0) return ErrnoStatus("rename to " + address_.path);
+  if (rename(tmp_path_.c_str(), address_.path.c_str()) != 0)
+    return ErrnoStatus("rename to " + address_.path);
   tmp_path_.clear();
   published_ = true;
   return Status::Ok();

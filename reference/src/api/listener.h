@@ -22,9 +22,9 @@ namespace sbx::api {
 struct ListenAddress {
   enum class Kind { kUnix, kTcp };
   Kind kind = Kind::kUnix;
-  std::string path;  // kUnix: absolute
-  std::string host;  // kTcp: an IPv4 or IPv6 literal (brackets removed)
-  int port = 0;      // kTcp: 0 = any free port
+  std::string path;              // kUnix: absolute
+  std::string host;              // kTcp: an IPv4 or IPv6 literal (brackets removed)
+  int port = 0;                  // kTcp: 0 = any free port
   std::string ToString() const;  // "unix:/path" or "127.0.0.1:8080" / "[::1]:8080"
 };
 

@@ -1,10 +1,10 @@
 #include "api/remote_runtime.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <mutex>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "api/auth.h"
@@ -23,16 +23,19 @@ constexpr double kExecSlackS = 60;
 
 // IDs go into the request path: only characters that need no escaping.
 bool PlainId(const std::string& id) {
-  return !id.empty() && id.size() <= 128 && std::all_of(id.begin(), id.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '-' || c == '_' || c == '.';
-  }) && id != "." && id != "..";
+  return !id.empty() && id.size() <= 128 &&
+         std::all_of(
+             id.begin(), id.end(),
+             [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; }) &&
+         id != "." && id != "..";
 }
 
 Status NoSuchSandbox(const std::string& id) { return NotFound(fmt::format("no sandbox '{}'", id)); }
 
 class RemoteRuntime final : public Runtime {
  public:
-  RemoteRuntime(HttpClient client, std::string token) : client_(std::move(client)), token_(std::move(token)) {}
+  RemoteRuntime(HttpClient client, std::string token)
+      : client_(std::move(client)), token_(std::move(token)) {}
   ~RemoteRuntime() override { ZeroString(&token_); }
 
   // GET/DELETE/POST returning the body as JSON, or the server's error as a Status.
@@ -46,7 +49,8 @@ class RemoteRuntime final : public Runtime {
     if (!resp.ok()) return resp.status();
     if (resp->status >= 400) return StatusFromErrorResponse(resp->status, resp->body);
     auto j = ParseJsonBody(resp->body);
-    if (!j.ok()) return Status(Code::kInternal, "sandboxd answered malformed JSON: " + j.status().message());
+    if (!j.ok())
+      return Status(Code::kInternal, "sandboxd answered malformed JSON: " + j.status().message());
     return j;
   }
 
@@ -101,16 +105,20 @@ class RemoteRuntime final : public Runtime {
   StatusOr<ExecResult> Exec(const std::string& id, const ExecSpec& exec) override {
     if (!PlainId(id)) return NoSuchSandbox(id);
     json body = ExecSpecToJson(exec);
-    ASSIGN_OR_RETURN(json j, Call("POST", "/v1/sandboxes/" + id + "/exec", &body, exec.timeout_s + kExecSlackS));
+    ASSIGN_OR_RETURN(
+        json j, Call("POST", "/v1/sandboxes/" + id + "/exec", &body, exec.timeout_s + kExecSlackS));
     return ExecResultFromJson(j);
   }
 
   StatusOr<double> Revert(const std::string& id) override { return Seconds("POST", id, "/revert"); }
-  StatusOr<double> Suspend(const std::string& id) override { return Seconds("POST", id, "/suspend"); }
+  StatusOr<double> Suspend(const std::string& id) override {
+    return Seconds("POST", id, "/suspend");
+  }
   StatusOr<double> Resume(const std::string& id) override { return Seconds("POST", id, "/resume"); }
   StatusOr<double> Destroy(const std::string& id) override { return Seconds("DELETE", id, ""); }
 
-  Status PutFile(const std::string& id, const std::string& path, const std::string& content, int mode) override {
+  Status PutFile(const std::string& id, const std::string& path, const std::string& content,
+                 int mode) override {
     if (!PlainId(id)) return NoSuchSandbox(id);
     json body = {{"path", path}, {"content_b64", Base64Encode(content)}, {"mode", mode}};
     auto j = Call("POST", "/v1/sandboxes/" + id + "/files", &body);
@@ -136,10 +144,12 @@ class RemoteRuntime final : public Runtime {
   }
 
  private:
-  StatusOr<double> Seconds(std::string_view method, const std::string& id, const std::string& suffix) {
+  StatusOr<double> Seconds(std::string_view method, const std::string& id,
+                           const std::string& suffix) {
     if (!PlainId(id)) return NoSuchSandbox(id);
     ASSIGN_OR_RETURN(json j, Call(method, "/v1/sandboxes/" + id + suffix, nullptr));
-    if (!j.contains("seconds") || !j["seconds"].is_number()) return Internal("sandboxd: answer without seconds");
+    if (!j.contains("seconds") || !j["seconds"].is_number())
+      return Internal("sandboxd: answer without seconds");
     return j["seconds"].get<double>();
   }
 
@@ -151,8 +161,10 @@ class RemoteRuntime final : public Runtime {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url, const std::string& token) {
-  if (token.empty()) return Status(Code::kUnauthenticated, "no token for sandboxd (--token or SANDBOXD_TOKEN)");
+StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
+                                                     const std::string& token) {
+  if (token.empty())
+    return Status(Code::kUnauthenticated, "no token for sandboxd (--token or SANDBOXD_TOKEN)");
   // A token goes into a header line: refuse what could break out of it.
   if (Status s = ValidateToken(token); !s.ok()) return Status(Code::kUnauthenticated, s.message());
   ASSIGN_OR_RETURN(HttpClient client, HttpClient::Create(url));

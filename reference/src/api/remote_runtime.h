@@ -26,6 +26,7 @@ namespace sbx::api {
 // url: "unix:/run/sandcheck/sandboxd.sock" or "http://127.0.0.1:PORT". Calls GET /v1/info
 // once, so a wrong token (kUnauthenticated) or an absent server (kSandboxUnavailable) is
 // reported here rather than at the first operation.
-StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url, const std::string& token);
+StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
+                                                     const std::string& token);
 
 }  // namespace sbx::api

@@ -3,6 +3,7 @@
 // lifecycle, authentication and tenancy (PROD-1), bad requests that must not hurt the server,
 // eight parallel clients, and no kernel object left behind afterwards.
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -14,11 +15,9 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "api/api_service.h"
 #include "api/http_server.h"
@@ -52,7 +51,8 @@ struct Census {
 };
 
 std::ostream& operator<<(std::ostream& os, const Census& c) {
-  return os << "{mounts " << c.mounts << ", children " << c.children << ", cgroups " << c.cgroups << "}";
+  return os << "{mounts " << c.mounts << ", children " << c.children << ", cgroups " << c.cgroups
+            << "}";
 }
 
 Census TakeCensus() {
@@ -151,7 +151,8 @@ class Sandboxd : public ::testing::Test {
     ServiceOptions so;
     so.max_sandboxes["bob"] = 6;
     service_ = new ApiService(runtime_, std::move(auth).value(), so);
-    dir_ = new std::string(fs::temp_directory_path() / ("sandboxd-itest-" + std::to_string(getpid())));
+    dir_ =
+        new std::string(fs::temp_directory_path() / ("sandboxd-itest-" + std::to_string(getpid())));
     fs::create_directories(*dir_);
     for (const std::string& where : {"unix:" + *dir_ + "/d.sock", std::string("127.0.0.1:0")}) {
       auto l = Listener::Open(*ParseListenAddress(where));
@@ -189,7 +190,8 @@ class Sandboxd : public ::testing::Test {
     delete baseline_;
   }
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "LOUD SKIP: integration tests need root (namespaces, cgroups)";
+    if (geteuid() != 0)
+      GTEST_SKIP() << "LOUD SKIP: integration tests need root (namespaces, cgroups)";
     ASSERT_NE(runtime_, nullptr);
   }
 
@@ -259,7 +261,8 @@ TEST_F(Sandboxd, LifecycleOverUnixSocketAndTcp) {
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->stdout_tail, "") << "revert must leave /work and /tmp empty";
     auto listed = alice->List();
-    EXPECT_TRUE(std::any_of(listed.begin(), listed.end(), [&](const SandboxInfo& i) { return i.id == *id; }));
+    EXPECT_TRUE(std::any_of(listed.begin(), listed.end(),
+                            [&](const SandboxInfo& i) { return i.id == *id; }));
     auto destroyed = alice->Destroy(*id);
     ASSERT_TRUE(destroyed.ok()) << destroyed.status().ToString();
     EXPECT_EQ(alice->Exec(*id, Cmd("true")).status().code(), Code::kNotFound);
@@ -284,27 +287,33 @@ TEST_F(Sandboxd, TokensAreRequiredAndTenantsAreIsolated) {
     const ListenAddress& a = s->address();
     SCOPED_TRACE(a.ToString());
     // No token, a wrong token, a token of the wrong shape: 401 with a challenge.
-    for (const char* token : {static_cast<const char*>(nullptr), "alice-itest-token-0123456780", "x"}) {
-      auto r = Exchange(a, Req("POST", "/v1/sandboxes/" + *id + "/exec", R"({"cmd":"cat /work/canary"})", token));
+    for (const char* token :
+         {static_cast<const char*>(nullptr), "alice-itest-token-0123456780", "x"}) {
+      auto r = Exchange(
+          a, Req("POST", "/v1/sandboxes/" + *id + "/exec", R"({"cmd":"cat /work/canary"})", token));
       EXPECT_EQ(r.status, 401);
       ASSERT_NE(r.Header("www-authenticate"), nullptr);
       EXPECT_EQ(json::parse(r.body)["error"]["code"], "unauthenticated");
     }
-    EXPECT_EQ(OpenRemoteRuntime(urls[0], "alice-itest-token-0123456780").status().code(), Code::kUnauthenticated);
+    EXPECT_EQ(OpenRemoteRuntime(urls[0], "alice-itest-token-0123456780").status().code(),
+              Code::kUnauthenticated);
     // Alice and bob's sandbox: exactly the answers for a sandbox that does not exist.
     struct Op {
       std::string method, suffix, body;
     };
-    for (const Op& op : std::vector<Op>{{"GET", "", ""},
-                                        {"POST", "/exec", R"({"cmd":"cat /work/canary"})"},
-                                        {"POST", "/revert", ""},
-                                        {"POST", "/suspend", ""},
-                                        {"POST", "/resume", ""},
-                                        {"POST", "/files", R"({"path":"/work/canary","content_b64":"eA=="})"},
-                                        {"GET", "/gateway-log", ""},
-                                        {"DELETE", "", ""}}) {
-      auto theirs = Exchange(a, Req(op.method, "/v1/sandboxes/" + *id + op.suffix, op.body, kAlice));
-      auto none = Exchange(a, Req(op.method, "/v1/sandboxes/" + ghost + op.suffix, op.body, kAlice));
+    for (const Op& op :
+         std::vector<Op>{{"GET", "", ""},
+                         {"POST", "/exec", R"({"cmd":"cat /work/canary"})"},
+                         {"POST", "/revert", ""},
+                         {"POST", "/suspend", ""},
+                         {"POST", "/resume", ""},
+                         {"POST", "/files", R"({"path":"/work/canary","content_b64":"eA=="})"},
+                         {"GET", "/gateway-log", ""},
+                         {"DELETE", "", ""}}) {
+      auto theirs =
+          Exchange(a, Req(op.method, "/v1/sandboxes/" + *id + op.suffix, op.body, kAlice));
+      auto none =
+          Exchange(a, Req(op.method, "/v1/sandboxes/" + ghost + op.suffix, op.body, kAlice));
       EXPECT_EQ(theirs.status, 404) << op.method << op.suffix;
       std::string expected = none.body;
       ASSERT_NE(expected.find(ghost), std::string::npos) << expected;
@@ -338,16 +347,24 @@ TEST_F(Sandboxd, BadRequestsAreRefusedAndTheServerKeepsServing) {
       {"malformed JSON", Req("POST", exec_path, "{\"cmd\": \"ls\""), 400},
       {"JSON array", Req("POST", exec_path, "[\"ls\"]"), 400},
       {"unknown key", Req("POST", exec_path, R"({"cmd":"ls","privileged":true})"), 400},
-      {"unknown create key", Req("POST", "/v1/sandboxes", R"({"template":"sandbox","mounts":["/"]})"), 400},
+      {"unknown create key",
+       Req("POST", "/v1/sandboxes", R"({"template":"sandbox","mounts":["/"]})"), 400},
       {"bad limit", Req("POST", "/v1/sandboxes", R"({"limits":{"memory_bytes":"lots"}})"), 400},
       {"bad timeout", Req("POST", exec_path, R"({"cmd":"ls","timeout_s":0})"), 400},
-      {"huge header", "GET /v1/info HTTP/1.1\r\nHost: t\r\n" + auth + "X-Pad: " + std::string(32768, 'p') +
-                          "\r\n\r\n", 431},
-      {"body over 8 MiB", "POST " + exec_path + " HTTP/1.1\r\nHost: t\r\n" + auth + "Content-Length: 8388609\r\n\r\n{",
+      {"huge header",
+       "GET /v1/info HTTP/1.1\r\nHost: t\r\n" + auth + "X-Pad: " + std::string(32768, 'p') +
+           "\r\n\r\n",
+       431},
+      {"body over 8 MiB",
+       "POST " + exec_path + " HTTP/1.1\r\nHost: t\r\n" + auth + "Content-Length: 8388609\r\n\r\n{",
        413},
-      {"truncated body", "POST " + exec_path + " HTTP/1.1\r\nHost: t\r\n" + auth + "Content-Length: 50\r\n\r\n{\"cmd\"",
+      {"truncated body",
+       "POST " + exec_path + " HTTP/1.1\r\nHost: t\r\n" + auth +
+           "Content-Length: 50\r\n\r\n{\"cmd\"",
        -1, true},
-      {"chunked", "POST " + exec_path + " HTTP/1.1\r\nHost: t\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+      {"chunked",
+       "POST " + exec_path + " HTTP/1.1\r\nHost: t\r\n" + auth +
+           "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
        411},
   };
   for (HttpServer* s : servers_) {
@@ -378,13 +395,15 @@ TEST_F(Sandboxd, EightParallelClients) {
       auto id = (*rt)->Create(SandboxSpec{});
       if (!id.ok()) return "create: " + id.status().ToString();
       for (int k = 0; k < 3; ++k) {
-        auto r = (*rt)->Exec(*id, Cmd("echo " + std::to_string(i) + " >> /work/log; wc -l < /work/log"));
+        auto r =
+            (*rt)->Exec(*id, Cmd("echo " + std::to_string(i) + " >> /work/log; wc -l < /work/log"));
         if (!r.ok()) return "exec: " + r.status().ToString();
         if (r->stdout_tail != std::to_string(k + 1) + "\n") return "exec output: " + r->stdout_tail;
       }
       if (auto rv = (*rt)->Revert(*id); !rv.ok()) return "revert: " + rv.status().ToString();
       auto r = (*rt)->Exec(*id, Cmd("ls -A /work"));
-      if (!r.ok() || !r->stdout_tail.empty()) return "after revert: " + (r.ok() ? r->stdout_tail : "");
+      if (!r.ok() || !r->stdout_tail.empty())
+        return "after revert: " + (r.ok() ? r->stdout_tail : "");
       // Each client sees its own sandbox and none of the other tenant's.
       for (const SandboxInfo& info : (*rt)->List()) {
         if (info.tenant != (i % 2 ? "bob" : "alice")) return "list shows tenant " + info.tenant;

@@ -1,8 +1,8 @@
 #include "api/wire.h"
 
-#include <array>
-
 #include <fmt/format.h>
+
+#include <array>
 
 namespace sbx::api {
 
@@ -16,12 +16,16 @@ bool DepthWithin(std::string_view s, int max_depth) {
   bool in_string = false, escape = false;
   for (char c : s) {
     if (in_string) {
-      if (escape) escape = false;
-      else if (c == '\\') escape = true;
-      else if (c == '"') in_string = false;
+      if (escape)
+        escape = false;
+      else if (c == '\\')
+        escape = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       if (++depth > max_depth) return false;
     } else if (c == ']' || c == '}') {
@@ -66,7 +70,9 @@ StatusOr<json> ParseJsonBody(std::string_view body) {
   }
 }
 
-std::string DumpJson(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string DumpJson(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 std::string Base64Encode(std::string_view data) {
   std::string out;
@@ -110,7 +116,9 @@ StatusOr<std::string> Base64Decode(std::string_view text) {
       }
       if (pad > 0) return InvalidArgument("base64: data after padding");
       int x = B64Value(c);
-      if (x < 0) return InvalidArgument(fmt::format("base64: invalid character at {}", i + static_cast<size_t>(k)));
+      if (x < 0)
+        return InvalidArgument(
+            fmt::format("base64: invalid character at {}", i + static_cast<size_t>(k)));
       v[static_cast<size_t>(k)] = x;
     }
     uint32_t n = (static_cast<uint32_t>(v[0]) << 18) | (static_cast<uint32_t>(v[1]) << 12) |
@@ -127,8 +135,11 @@ StatusOr<std::string> Base64Decode(std::string_view text) {
 }
 
 json SandboxSpecToJson(const SandboxSpec& s) {
-  json j = {{"template", s.template_name}, {"tenant", s.tenant}, {"trust", TrustName(s.trust)},
-            {"limits", s.limits},          {"egress", s.egress}};
+  json j = {{"template", s.template_name},
+            {"tenant", s.tenant},
+            {"trust", TrustName(s.trust)},
+            {"limits", s.limits},
+            {"egress", s.egress}};
   if (!s.backend.empty()) j["backend"] = s.backend;
   if (!s.tool.empty()) j["tool"] = s.tool;
   if (!s.hosts.empty()) j["hosts"] = s.hosts;
@@ -196,7 +207,8 @@ StatusOr<ExecResult> ExecResultFromJson(const json& j) {
     if (!it->is_object()) return InvalidArgument("result.usage: wrong type");
     const json& u = *it;
     RETURN_IF_ERROR(Get(u, "cpu_seconds", &json::is_number, &r.usage.cpu_seconds));
-    RETURN_IF_ERROR(Get(u, "memory_peak_bytes", &json::is_number_integer, &r.usage.memory_peak_bytes));
+    RETURN_IF_ERROR(
+        Get(u, "memory_peak_bytes", &json::is_number_integer, &r.usage.memory_peak_bytes));
     RETURN_IF_ERROR(Get(u, "oom_kills", &json::is_number_integer, &r.usage.oom_kills));
     RETURN_IF_ERROR(Get(u, "pids_peak", &json::is_number_integer, &r.usage.pids_peak));
     RETURN_IF_ERROR(Get(u, "disk_used_bytes", &json::is_number_integer, &r.usage.disk_used_bytes));

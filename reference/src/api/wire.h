@@ -5,10 +5,9 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "sbx/model.h"
 #include "sbx/runtime.h"
