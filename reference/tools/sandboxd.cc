@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
   }
   RuntimeOptions runtime_options;
   runtime_options.start_reaper = true;  // a daemon is where orphans of crashed runs get swept
+  runtime_options.warm_pool = true;     // POST /v1/run takes pre-initialised sandboxes (POOL-2)
   auto runtime = Runtime::Open(runtime_options);
   if (!runtime.ok()) {
     Log(fmt::format("cannot open the runtime: {}", runtime.status().ToString()));
