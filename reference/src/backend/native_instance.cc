@@ -370,7 +370,11 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
   if (use_pre) {
     // The shell is already running: hand it its script (environment first) and let it go.
     std::string script;
-    for (const auto& [k, v] : full) script += "export " + k + "=" + ShellQuote(v) + "\n";
+    for (const auto& [k, v] : full) {
+      bool base = std::any_of(std::begin(kBaseEnv), std::end(kBaseEnv),
+                              [&](const auto& kv) { return k == kv[0] && v == kv[1]; });
+      if (!base) script += "export " + k + "=" + ShellQuote(v) + "\n";  // the shell has the base
+    }
     script += exec.command;
     const char* p = script.data();
     size_t left = script.size();
