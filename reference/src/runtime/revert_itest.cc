@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -27,6 +28,8 @@ class PersistentSandbox : public ::testing::Test {
   static void TearDownTestSuite() {
     delete rt_;
     rt_ = nullptr;
+    std::error_code ec;
+    std::filesystem::remove_all("/tmp/sandcheck-test-snapshots", ec);  // the suite's own root
   }
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "LOUD SKIP: integration tests need root";
