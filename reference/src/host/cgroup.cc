@@ -280,6 +280,9 @@ StatusOr<std::unique_ptr<CgroupManager>> CgroupManager::Open(const std::string& 
   ASSIGN_OR_RETURN(std::string self, cgroup_internal::ReadFile("/proc/self/cgroup"));
   ASSIGN_OR_RETURN(std::string mountinfo, cgroup_internal::ReadFile("/proc/self/mountinfo"));
   ASSIGN_OR_RETURN(CgroupLayout layout, cgroup_internal::ResolveLayout(self, mountinfo, options));
+  if (!options.adopt_own_dirs.empty()) {
+    RETURN_IF_ERROR(cgroup_internal::AdoptOwnDirs(options.adopt_own_dirs, &layout));
+  }
 
   auto impl = std::make_unique<Impl>();
   impl->runtime_id = runtime_id;

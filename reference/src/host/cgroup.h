@@ -47,6 +47,12 @@ struct CgroupOptions {
   // (v1: cpu, cpuacct, memory, pids, freezer mounted; v2: cpu, memory, pids delegated to our
   // cgroup). false: open what exists; setters of a missing controller return kUnsupported.
   bool require_controllers = true;
+  // The reaper (FAIL-6): a dead runtime's own cgroups as it recorded them (OwnPaths()), to
+  // adopt its parents there instead of below this process's own cgroups. A process's own
+  // cgroup may differ per hierarchy and per process (e.g. memory:/process_api/<id>), so the
+  // reaper must not re-derive it. Each path must lie inside a mounted hierarchy of the layout;
+  // hierarchies without a recorded path keep this process's own cgroup.
+  std::vector<std::string> adopt_own_dirs;
 };
 
 class CgroupManager {

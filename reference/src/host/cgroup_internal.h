@@ -69,6 +69,11 @@ inline constexpr std::string_view kV2Controllers[] = {"cpu", "memory", "pids"};
 StatusOr<CgroupLayout> ResolveLayout(std::string_view proc_self_cgroup, std::string_view mountinfo,
                                      const CgroupOptions& options);
 
+// Replaces each hierarchy's own_dir by the recorded path that lies inside its mount point
+// (CgroupOptions::adopt_own_dirs, the reaper). kInvalidArgument for a path that is not
+// absolute, has "." / ".." / empty components, or lies in no hierarchy of the layout.
+Status AdoptOwnDirs(const std::vector<std::string>& dirs, CgroupLayout* layout);
+
 // "[A-Za-z0-9_.-]{1,64}", not "." or "..": safe as one path component.
 Status ValidateName(std::string_view name, std::string_view what);
 

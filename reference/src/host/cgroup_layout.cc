@@ -285,6 +285,31 @@ StatusOr<CgroupLayout> ResolveLayout(std::string_view proc_self_cgroup, std::str
   return layout;
 }
 
+Status AdoptOwnDirs(const std::vector<std::string>& dirs, CgroupLayout* layout) {
+  for (const std::string& dir : dirs) {
+    // SECURITY: the path comes from a file in the state directory; it must name a directory
+    // inside a cgroup hierarchy we would use anyway, never anything else on the host.
+    bool clean = !dir.empty() && dir[0] == '/';
+    for (size_t at = 1; clean && at <= dir.size();) {
+      size_t end = dir.find('/', at);
+      if (end == std::string::npos) end = dir.size();
+      std::string_view part(dir.data() + at, end - at);
+      clean = !part.empty() && part != "." && part != "..";
+      at = end + 1;
+    }
+    if (!clean) return InvalidArgument(fmt::format("recorded cgroup \"{}\": not a clean absolute path", dir));
+    Hierarchy* match = nullptr;
+    for (Hierarchy& h : layout->hierarchies) {
+      if (dir == h.mount_point || dir.rfind(h.mount_point + "/", 0) == 0) match = &h;
+    }
+    if (match == nullptr) {
+      return InvalidArgument(fmt::format("recorded cgroup \"{}\" lies in no cgroup hierarchy we use", dir));
+    }
+    match->own_dir = dir;
+  }
+  return Status::Ok();
+}
+
 Status ValidateName(std::string_view name, std::string_view what) {
   bool ok = !name.empty() && name.size() <= 64 && name != "." && name != "..";
   for (char c : name) {

@@ -150,6 +150,21 @@ TEST(CgroupLayoutTest, ThisHostIsV1WithSeparateCpuAndCpuacct) {
   EXPECT_EQ(Find(*l, "devices"), nullptr);
 }
 
+TEST(CgroupLayoutTest, AdoptsAnotherProcesssRecordedOwnCgroups) {
+  // The reaper (FAIL-6): a dead runtime's memory cgroup was another /process_api/<id>.
+  auto l = ResolveLayout(kThisHostCgroup, kThisHostMountinfo, CgroupOptions{});
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  ASSERT_TRUE(AdoptOwnDirs({"/sys/fs/cgroup/memory/process_api/other", "/sys/fs/cgroup/pids/x"}, &*l).ok());
+  EXPECT_EQ(Find(*l, "memory")->own_dir, "/sys/fs/cgroup/memory/process_api/other");
+  EXPECT_EQ(Find(*l, "pids")->own_dir, "/sys/fs/cgroup/pids/x");
+  EXPECT_EQ(Find(*l, "cpu")->own_dir, "/sys/fs/cgroup/cpu");  // not recorded: unchanged
+  for (const char* bad : {"/sys/fs/cgroup/memory/../../../etc", "sys/fs/cgroup/memory/a",
+                          "/sys/fs/cgroup/memory//a", "/etc/passwd", "/sys/fs/cgroup/memoryX/a",
+                          "/sys/fs/cgroup/memory/./a", ""}) {
+    EXPECT_EQ(AdoptOwnDirs({bad}, &*l).code(), Code::kInvalidArgument) << bad;
+  }
+}
+
 TEST(CgroupLayoutTest, SystemdHybridCoMountedCpuCpuacctIsOneHierarchy) {
   auto l = ResolveLayout(kSystemdHybridCgroup, kSystemdHybridMountinfo, CgroupOptions{});
   ASSERT_TRUE(l.ok()) << l.status().ToString();

@@ -48,7 +48,18 @@ StatusOr<ReapReport> ReapOrphans(const std::string& state_root, const std::strin
       }
     }
     bool done = true;
-    auto mgr = host::CgroupManager::Open(rtid);
+    host::CgroupOptions where;
+    {
+      std::ifstream f(entry.path() / "cgroups");  // written by the runtime at start
+      for (std::string dir; std::getline(f, dir);) {
+        if (!dir.empty()) where.adopt_own_dirs.push_back(dir);
+      }
+    }
+    auto mgr = host::CgroupManager::Open(rtid, where);
+    if (!mgr.ok() && !where.adopt_own_dirs.empty()) {
+      // A damaged record, or a recorded own cgroup that is gone: sweep below ours instead.
+      mgr = host::CgroupManager::Open(rtid);
+    }
     if (mgr.ok()) {
       for (const std::string& name : (*mgr)->List()) {
         if ((*mgr)->Reap(name).ok()) ++report.cgroups;
