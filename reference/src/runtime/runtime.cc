@@ -90,6 +90,9 @@ class RuntimeImpl final : public Runtime {
     cgroups_.reset();
     std::error_code ec;
     fs::remove_all(state_dir_, ec);
+    // Every sandbox is gone: so are their snapshots (<snapshot_dir>/<runtime id>, which the
+    // gvisor backend's golden checkpoints create for every persistent sandbox).
+    if (!ctx_.snapshot_dir.empty()) fs::remove_all(ctx_.snapshot_dir, ec);
   }
 
   Status Init(const RuntimeOptions& o) {
@@ -115,6 +118,14 @@ class RuntimeImpl final : public Runtime {
     std::string cache = o.cache_dir.empty() ? o.state_dir + "/images" : o.cache_dir;
     images_ = std::make_unique<host::ImageStore>(store, cache);
     ASSIGN_OR_RETURN(cgroups_, host::CgroupManager::Open(runtime_id_));
+    {
+      // FAIL-6: the reaper adopts exactly these (our own cgroup may differ per hierarchy and
+      // per process, so a reaper must not re-derive it from its own).
+      std::ofstream own(state_dir_ + "/cgroups");
+      for (const std::string& dir : cgroups_->OwnPaths()) own << dir << "\n";
+      own.flush();
+      if (!own) return Status(Code::kInternal, "writing " + state_dir_ + "/cgroups");
+    }
     ASSIGN_OR_RETURN(seccomp_, host::SeccompFilter::Compile());
     net_pool_floor_ = o.net_pool_floor;
     if (o.warm_pool) {
