@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 #include <net/if.h>
 
+#include <atomic>
 #include <set>
+#include <thread>
 #include <string>
 
 #include "net/egress.h"
@@ -139,6 +141,37 @@ TEST(EgressLeakTest, StartingAndStoppingTheServiceLeavesNothing) {
   EXPECT_EQ(CountThreads(), threads_before);
   EXPECT_EQ(RootLinks(), root_links);
   EXPECT_EQ(*ListNftTables(), *root_tables);
+}
+
+// Regression: Stats() (a link dump on the gateway's netlink socket) while the pool refills
+// (link lookups on the same socket) once made the next lookup fail with EPROTO, a reply to
+// another request. Every Attach and every Stats() must succeed while both run at once.
+TEST(EgressLeakTest, StatsWhileThePoolRefillsNeverFails) {
+  auto svc = EgressService::Start({.runtime_id = "stats", .pool_floor = 4});
+  ASSERT_TRUE(svc.ok()) << svc.status().ToString();
+  EgressService& s = **svc;
+  std::atomic<bool> stop{false};
+  std::atomic<int> stats_calls{0}, stats_errors{0};
+  std::string first_error;
+  std::thread poller([&] {
+    while (!stop.load()) {
+      auto r = s.Stats();
+      ++stats_calls;
+      if (!r.ok() && stats_errors++ == 0) first_error = r.status().ToString();
+    }
+  });
+  int attach_errors = 0;
+  std::string attach_error;
+  for (int i = 0; i < 60; ++i) {
+    auto a = s.Attach("refill-" + std::to_string(i), EgressPolicy{}, {});
+    if (!a.ok() && attach_errors++ == 0) attach_error = a.status().ToString();
+  }
+  Settle(s);
+  stop = true;
+  poller.join();
+  EXPECT_GT(stats_calls.load(), 0);
+  EXPECT_EQ(stats_errors.load(), 0) << first_error;
+  EXPECT_EQ(attach_errors, 0) << attach_error;
 }
 
 }  // namespace

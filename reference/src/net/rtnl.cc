@@ -7,6 +7,8 @@
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 
+#include <sys/socket.h>
+
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -36,11 +38,19 @@ Rtnl::Rtnl(mnl_socket* s)
 
 Rtnl::~Rtnl() { mnl_socket_close(sock_); }
 
+Status Rtnl::Send(nlmsghdr* nlh, const char* what) {
+  std::vector<char> junk(kBufSize);
+  while (recv(mnl_socket_get_fd(sock_), junk.data(), junk.size(), MSG_DONTWAIT) >= 0) {
+  }
+  if (mnl_socket_sendto(sock_, nlh, nlh->nlmsg_len) < 0) return ErrnoStatus(what);
+  return Status::Ok();
+}
+
 Status Rtnl::Transact(char* buf, const char* what) {
   auto* nlh = reinterpret_cast<nlmsghdr*>(buf);
   nlh->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
   nlh->nlmsg_seq = ++seq_;
-  if (mnl_socket_sendto(sock_, nlh, nlh->nlmsg_len) < 0) return ErrnoStatus(what);
+  RETURN_IF_ERROR(Send(nlh, what));
   std::vector<char> rbuf(kBufSize);
   while (true) {
     ssize_t n = mnl_socket_recvfrom(sock_, rbuf.data(), rbuf.size());
@@ -86,7 +96,7 @@ StatusOr<int> Rtnl::LinkIndex(const std::string& name) {
   ifm->ifi_family = AF_UNSPEC;
   mnl_attr_put_strz(nlh, IFLA_IFNAME, name.c_str());
   mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
-  if (mnl_socket_sendto(sock_, nlh, nlh->nlmsg_len) < 0) return ErrnoStatus("RTM_GETLINK");
+  RETURN_IF_ERROR(Send(nlh, "RTM_GETLINK"));
   std::vector<char> rbuf(kBufSize);
   ssize_t n = mnl_socket_recvfrom(sock_, rbuf.data(), rbuf.size());
   if (n < 0) return ErrnoStatus("RTM_GETLINK");
@@ -116,7 +126,7 @@ StatusOr<int> Rtnl::OperState(int ifindex) {
   ifm->ifi_family = AF_UNSPEC;
   ifm->ifi_index = ifindex;
   mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
-  if (mnl_socket_sendto(sock_, nlh, nlh->nlmsg_len) < 0) return ErrnoStatus("RTM_GETLINK");
+  RETURN_IF_ERROR(Send(nlh, "RTM_GETLINK"));
   std::vector<char> rbuf(kBufSize);
   ssize_t n = mnl_socket_recvfrom(sock_, rbuf.data(), rbuf.size());
   if (n < 0) return ErrnoStatus("RTM_GETLINK");
@@ -191,6 +201,16 @@ Status Rtnl::AddRoute4(in_addr dst, int prefix_len, int oif, std::optional<in_ad
 }
 
 StatusOr<std::vector<LinkInfo>> Rtnl::ListLinks(bool with_stats) {
+  // A dump that links changed under (a sandbox namespace created or deleted meanwhile) ends
+  // with NLM_F_DUMP_INTR (EINTR): its result is not consistent, so dump again.
+  for (int attempt = 1;; ++attempt) {
+    bool interrupted = false;
+    StatusOr<std::vector<LinkInfo>> links = ListLinksOnce(with_stats, &interrupted);
+    if (links.ok() || !interrupted || attempt == 5) return links;
+  }
+}
+
+StatusOr<std::vector<LinkInfo>> Rtnl::ListLinksOnce(bool with_stats, bool* interrupted) {
   std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
   nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
   nlh->nlmsg_type = RTM_GETLINK;
@@ -199,7 +219,7 @@ StatusOr<std::vector<LinkInfo>> Rtnl::ListLinks(bool with_stats) {
   auto* ifm = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(ifinfomsg)));
   ifm->ifi_family = AF_UNSPEC;
   if (!with_stats) mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
-  if (mnl_socket_sendto(sock_, nlh, nlh->nlmsg_len) < 0) return ErrnoStatus("RTM_GETLINK dump");
+  RETURN_IF_ERROR(Send(nlh, "RTM_GETLINK dump"));
 
   std::vector<LinkInfo> links;
   auto on_link = [](const nlmsghdr* h, void* arg) -> int {
@@ -247,7 +267,10 @@ StatusOr<std::vector<LinkInfo>> Rtnl::ListLinks(bool with_stats) {
     ssize_t n = mnl_socket_recvfrom(sock_, rbuf.data(), rbuf.size());
     if (n < 0) return ErrnoStatus("RTM_GETLINK dump");
     int rc = mnl_cb_run(rbuf.data(), static_cast<size_t>(n), seq_, portid_, on_link, &links);
-    if (rc == MNL_CB_ERROR) return ErrnoStatus("RTM_GETLINK dump");
+    if (rc == MNL_CB_ERROR) {
+      *interrupted = errno == EINTR;  // NLM_F_DUMP_INTR; the rest is discarded by Send()
+      return ErrnoStatus("RTM_GETLINK dump");
+    }
     if (rc == MNL_CB_STOP) break;
   }
   return links;

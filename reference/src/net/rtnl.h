@@ -17,6 +17,7 @@
 #include "sbx/status.h"
 
 struct mnl_socket;
+struct nlmsghdr;
 
 namespace sbx::net {
 
@@ -55,6 +56,11 @@ class Rtnl {
   explicit Rtnl(mnl_socket* s);
   // Sends one request (nlmsghdr in buf) and waits for its ACK; the kernel's error as a Status.
   Status Transact(char* buf, const char* what);
+  // Sends one request after discarding whatever an earlier exchange left unread (the rest of
+  // a dump that ended in an error, e.g. NLM_F_DUMP_INTR): a stale reply would otherwise be
+  // taken for the answer to this request (mnl_cb_run: EPROTO, sequence mismatch).
+  Status Send(nlmsghdr* nlh, const char* what);
+  StatusOr<std::vector<LinkInfo>> ListLinksOnce(bool with_stats, bool* interrupted);
 
   mnl_socket* sock_;
   unsigned int portid_;
