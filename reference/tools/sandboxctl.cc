@@ -50,7 +50,9 @@ Global options:
 Options of run and create:
   --json               print one JSON result object (status, state, exit, stdout, stderr,
                        seconds, stages, usage, backend)
-  --backend NAME       native (default)
+  --backend NAME       native, oci, gvisor (or wasi, microvm, pod, remote where the worker
+                       has them; `info` lists them). Default: chosen from --trust and the
+                       tenant's floor (docs/selection.md); never silently weaker than asked
   --cpu Q              CPU hard cap: 500m, 1.5, 2 (RES-1)
   --memory SIZE        memory limit: 256Mi, 1G (RES-2)
   --pids N             pids.max (RES-4)

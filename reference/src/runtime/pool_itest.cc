@@ -38,7 +38,9 @@ class WarmPoolRuntime : public ::testing::Test {
     if (geteuid() != 0) GTEST_SKIP() << "LOUD SKIP: integration tests need root";
   }
   static bool HasBackend(const std::string& name) {
-    for (const auto& b : rt_->Info()["backends"]) {
+    // Info() returns a temporary: iterating its ["backends"] directly would dangle.
+    nlohmann::json info = rt_->Info();
+    for (const auto& b : info["backends"]) {
       if (b == name) return true;
     }
     return false;

@@ -1,0 +1,253 @@
+// Helpers for the integration tests of the oci and gvisor backends (oci_itest.cc,
+// gvisor_itest.cc, oci_latency_itest.cc): host-side views (cgroup files, leak census, the OCI
+// runtime's own container list) and small statistics. Tests only.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sbx/runtime.h"
+
+namespace sbx::ocitest {
+
+namespace fs = std::filesystem;
+
+inline std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Output of a host command (for `crun list` and the like).
+inline std::string Capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+// This process's runtime state directories (/run/sandcheck/<pid>-<hex>).
+inline std::vector<std::string> OwnStateDirs() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/run/sandcheck", ec)) {
+    if (e.path().filename().string().rfind(std::to_string(getpid()) + "-", 0) == 0) {
+      out.push_back(e.path());
+    }
+  }
+  return out;
+}
+
+// Containers the OCI runtime `binary` knows below every state dir of ours (root `sub`).
+inline size_t ContainersListed(const std::string& binary, const std::string& sub) {
+  size_t n = 0;
+  for (const std::string& d : OwnStateDirs()) {
+    std::string root = d + "/" + sub;
+    if (!fs::exists(root)) continue;
+    std::string out = Capture(binary + " --root " + root + " list 2>/dev/null");
+    std::istringstream is(out);
+    std::string line;
+    bool header = true;
+    while (std::getline(is, line)) {
+      if (header) {
+        header = false;
+        continue;
+      }
+      if (!line.empty()) ++n;
+    }
+  }
+  return n;
+}
+
+// The directory of cgroup `name` in a v1 hierarchy (searched below it), or "".
+inline std::string FindCgroup(const std::string& controller, const std::string& name) {
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator("/sys/fs/cgroup/" + controller, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_directory(ec) && it->path().filename() == name) return it->path();
+  }
+  return "";
+}
+
+// Kernel objects visible from the host, for leak checks.
+struct Census {
+  size_t mounts = 0, cgroups = 0, children = 0, state_entries = 0, processes = 0;
+  bool operator==(const Census&) const = default;
+};
+
+inline size_t CountDirsBelow(const fs::path& root) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_directory(ec)) ++n;
+  }
+  return n;
+}
+
+// Only what this test process's runtimes made is counted (other runtimes may be running on the
+// machine): mounts whose line names our state directory, cgroup directories named after our
+// runtime ("sandcheck-<pid>-...", the runtime's parent; "sbx-<pid>-..." made by runc in the
+// hierarchies the runtime does not use), processes whose command line contains `marker` (every
+// crun/runc/runsc process and container of ours carries "sbx-<pid>-"), our children, and the
+// entries of our state directories.
+inline size_t CountOurDirs(const fs::path& root, const std::vector<std::string>& names) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_directory(ec)) continue;
+    std::string p = it->path().string();
+    for (const auto& name : names) {
+      if (p.find(name) != std::string::npos) {
+        ++n;
+        break;
+      }
+    }
+  }
+  return n;
+}
+
+inline Census TakeCensus(const std::string& marker) {
+  Census c;
+  pid_t me = getpid();
+  std::string state = "/run/sandcheck/" + std::to_string(me) + "-";
+  std::istringstream mi(Slurp("/proc/self/mountinfo"));
+  std::string line;
+  while (std::getline(mi, line)) {
+    if (line.find(state) != std::string::npos) ++c.mounts;
+  }
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string stat = Slurp(e.path() / "stat");
+    size_t rp = stat.rfind(')');
+    if (rp != std::string::npos) {
+      std::istringstream is(stat.substr(rp + 2));
+      char st;
+      pid_t ppid;
+      is >> st >> ppid;
+      if (ppid == me) ++c.children;
+    }
+    if (!marker.empty()) {
+      std::string cmd = Slurp(e.path() / "cmdline");
+      if (cmd.find(marker) != std::string::npos) ++c.processes;
+    }
+  }
+  std::vector<std::string> names = {"sandcheck-" + std::to_string(me) + "-",
+                                    "sbx-" + std::to_string(me) + "-"};
+  for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec)) {
+    if (h.is_directory(ec) && !h.is_symlink(ec)) c.cgroups += CountOurDirs(h.path(), names);
+  }
+  for (const std::string& d : OwnStateDirs()) c.state_entries += CountDirsBelow(d);
+  return c;
+}
+
+inline std::ostream& operator<<(std::ostream& os, const Census& c) {
+  return os << "{mounts " << c.mounts << ", cgroups " << c.cgroups << ", children " << c.children
+            << ", state dirs " << c.state_entries << ", processes " << c.processes << "}";
+}
+
+// Samples `fn` (returning a number) every `period` on a thread until stopped; keeps the max.
+class PeakWatcher {
+ public:
+  PeakWatcher(std::function<long()> fn, std::chrono::milliseconds period)
+      : thread_([this, fn, period] {
+          while (!stop_) {
+            peak_ = std::max(peak_.load(), fn());
+            std::this_thread::sleep_for(period);
+          }
+        }) {}
+  ~PeakWatcher() { Stop(); }
+  long Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    return peak_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<long> peak_{0};
+  std::thread thread_;
+};
+
+inline double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+// RES-1, SCN-5: fixed work (sbx-cpu) at 1000m and at 500m, `rounds` of each interleaved; the
+// best (shortest) wall time of each. `run(millicores)` runs "sbx-cpu -n N" in a sandbox.
+// On this shared 2-core VM a busy neighbour slows the unthrottled run most (it then gets 60-70 %
+// of a core and the wall-time ratio drops to 1.3-1.4 although the cap holds), so the verdict
+// also accepts the capped wall time against the CPU time the unthrottled run needed (host
+// cgroup accounting, never the in-sandbox reading) — but only together with the evidence that
+// the quota itself bit: the capped run got at most ~half a CPU and was throttled.
+struct CpuCap {
+  double full = 1e9, half = 1e9;  // best wall seconds at 1000m and 500m
+  double full_cpu = 0;            // cgroup CPU seconds of the best 1000m run
+  double half_share = 0;          // cgroup CPU seconds / wall of the best 500m run
+  double half_throttled = 0;      // cgroup throttled seconds of the best 500m run
+  double ratio() const { return half / full; }
+  double ratio_vs_cpu() const { return full_cpu > 0 ? half / full_cpu : 0; }
+  double verdict_ratio() const { return std::max(ratio(), ratio_vs_cpu()); }
+};
+template <typename RunFn>
+CpuCap MeasureCpuCap(RunFn run, int rounds = 3) {
+  CpuCap c;
+  for (int i = 0; i < rounds; ++i) {
+    for (int64_t mc : {int64_t{1000}, int64_t{500}}) {
+      ExecResult r = run(mc);
+      if (r.status != ExecStatus::kOk || r.seconds <= 0) continue;
+      if (mc == 1000) {
+        if (r.seconds < c.full) {
+          c.full = r.seconds;
+          c.full_cpu = r.usage.cpu_seconds;
+        }
+      } else if (r.seconds < c.half) {
+        c.half = r.seconds;
+        c.half_share = r.usage.cpu_seconds / r.seconds;
+        c.half_throttled = r.usage.throttled_seconds;
+      }
+    }
+  }
+  return c;
+}
+
+inline std::string Describe(const CpuCap& c) {
+  std::ostringstream os;
+  os << "1000m: " << c.full << " s wall (" << c.full_cpu << " s CPU), 500m: " << c.half
+     << " s wall (" << c.half_share << " of a CPU, throttled " << c.half_throttled << " s): ratio "
+     << c.ratio() << ", vs CPU " << c.ratio_vs_cpu();
+  return os.str();
+}
+
+// "cpu_seconds X" printed by sbx-cpu (the CPU time read INSIDE the sandbox).
+inline double InsideCpuSeconds(const std::string& out) {
+  auto pos = out.find("cpu_seconds ");
+  return pos == std::string::npos ? -1 : std::atof(out.c_str() + pos + 12);
+}
+
+}  // namespace sbx::ocitest
