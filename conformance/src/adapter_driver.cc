@@ -78,14 +78,16 @@ class AdapterDriver final : public Target {
   // NFR-5 through an adapter (an extension of v1, docs/nfr.md): a target that lists the feature
   // "orphan_sweep" answers `orphan_sweep {"samples","sandboxes"}` with {"seconds":[...]}: it
   // kills its own runtime holding that many sandboxes and times its reaper itself.
-  sbx::StatusOr<OrphanSweep> MeasureOrphanSweep(int samples, int sandboxes) override {
+  sbx::StatusOr<OrphanSweep> MeasureOrphanSweep(int samples, int sandboxes,
+                                                const std::string& backend) override {
     if (std::find(features_.begin(), features_.end(), "orphan_sweep") == features_.end()) {
       return sbx::Unsupported(
           "the adapter does not list the feature orphan_sweep (the op that kills its runtime and "
           "times its reaper, docs/nfr.md)");
     }
-    ASSIGN_OR_RETURN(json j, Call("orphan_sweep", {{"samples", samples}, {"sandboxes", sandboxes}},
-                                  60.0 * samples));
+    json in = {{"samples", samples}, {"sandboxes", sandboxes}};
+    if (!backend.empty()) in["backend"] = backend;
+    ASSIGN_OR_RETURN(json j, Call("orphan_sweep", in, 60.0 * samples));
     OrphanSweep out;
     out.clock = "target";
     if (!j.is_object() || !j.contains("seconds") || !j["seconds"].is_array()) {

@@ -14,7 +14,7 @@ namespace {
 constexpr int kW = 760, kH = 380;
 constexpr int kLeft = 70, kRight = 230, kTop = 46, kBottom = 52;
 constexpr const char* kPalette[] = {"#1d4ed8", "#be123c", "#15803d", "#b45309", "#7c3aed",
-                                    "#0e7490", "#a21caf", "#4d7c0f", "#9f1239", "#334155"};
+                                    "#0e7490", "#a21caf", "#ea580c", "#0f766e", "#334155"};
 constexpr const char* kGrey = "#6b7280";
 constexpr const char* kInk = "#111827";
 
@@ -53,28 +53,31 @@ std::string Header(const std::string& title, int w, int h) {
              w, h) +
          fmt::format("<title>{}</title>\n<rect width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n",
                      XmlEscape(title), w, h) +
-         fmt::format("<text x=\"{}\" y=\"24\" font-size=\"14\" font-weight=\"bold\" "
-                     "fill=\"{}\">{}</text>\n",
-                     kLeft, kInk, XmlEscape(title));
+         fmt::format(
+             "<text x=\"{}\" y=\"24\" font-size=\"14\" font-weight=\"bold\" "
+             "fill=\"{}\">{}</text>\n",
+             kLeft, kInk, XmlEscape(title));
 }
 
 std::string Text(double x, double y, const std::string& s, int size = 11,
                  const char* anchor = "start", const char* fill = kGrey) {
-  return fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"{}\" "
-                     "fill=\"{}\">{}</text>\n",
-                     x, y, size, anchor, fill, XmlEscape(s));
+  return fmt::format(
+      "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"{}\" "
+      "fill=\"{}\">{}</text>\n",
+      x, y, size, anchor, fill, XmlEscape(s));
 }
 
-std::string Legend(const std::vector<std::string>& labels) {
+std::string Legend(const std::vector<std::string>& labels,
+                   const std::vector<std::string>& colours = {}) {
   std::string out;
   double x = kW - kRight + 16, y = kTop + 6;
   for (size_t i = 0; i < labels.size(); ++i) {
     out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"3\" fill=\"{}\"/>\n",
-                       x, y + i * 34 - 4, Colour(i));
+                       x, y + i * 34 - 4, i < colours.size() ? colours[i] : Colour(i));
     std::string l = labels[i];
     size_t nl = l.find('\n');
-    out += Text(x + 18, y + i * 34, nl == std::string::npos ? l : l.substr(0, nl), 11, "start",
-                kInk);
+    out +=
+        Text(x + 18, y + i * 34, nl == std::string::npos ? l : l.substr(0, nl), 11, "start", kInk);
     if (nl != std::string::npos) out += Text(x + 18, y + i * 34 + 13, l.substr(nl + 1), 10);
   }
   return out;
@@ -132,37 +135,42 @@ std::string RenderCdfSvg(const std::string& title, const std::vector<CdfSeries>&
   // Grid and axes.
   for (double f : {0.0, 0.25, 0.5, 0.75, 0.95, 1.0}) {
     double py = y.Map(f);
-    svg += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"{}\" "
-                       "stroke-dasharray=\"{}\"/>\n",
-                       kLeft, py, kW - kRight, py, f == 0.95 ? "#9ca3af" : "#e5e7eb",
-                       f == 0.95 ? "4 3" : "none");
+    svg += fmt::format(
+        "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"{}\" "
+        "stroke-dasharray=\"{}\"/>\n",
+        kLeft, py, kW - kRight, py, f == 0.95 ? "#9ca3af" : "#e5e7eb", f == 0.95 ? "4 3" : "none");
     svg += Text(kLeft - 6, py + 4, f == 0.95 ? "p95" : Num(f), 10, "end");
   }
   for (double v : log ? LogTicks(lo, hi) : LinearTicks(lo, hi)) {
     if (v < lo || v > hi) continue;
     double px = x.Map(v);
-    svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" "
-                       "stroke=\"#f3f4f6\"/>\n",
-                       px, kTop, kH - kBottom);
+    svg += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" "
+        "stroke=\"#f3f4f6\"/>\n",
+        px, kTop, kH - kBottom);
     svg += Text(px, kH - kBottom + 16, Num(v), 10, "middle");
   }
   svg += Text((kLeft + kW - kRight) / 2.0, kH - 14,
               std::string("latency, ms") + (log ? " (log scale)" : ""), 11, "middle");
-  svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
-                     "stroke=\"{}\"/>\n",
-                     kLeft, kTop, kW - kRight - kLeft, kH - kBottom - kTop, "#d1d5db");
+  svg += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
+      "stroke=\"{}\"/>\n",
+      kLeft, kTop, kW - kRight - kLeft, kH - kBottom - kTop, "#d1d5db");
   if (limit_s > 0) {
     double px = x.Map(limit_s * 1e3);
-    svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"{3}\" "
-                       "stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n",
-                       px, kTop, kH - kBottom, "#be123c");
+    svg += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"{3}\" "
+        "stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n",
+        px, kTop, kH - kBottom, "#be123c");
     svg += Text(px - 4, kTop + 12, "limit " + FormatSeconds(limit_s), 10, "end", "#be123c");
   }
-  std::vector<std::string> labels;
+  std::vector<std::string> labels, colours;
+  size_t colour = 0;
   for (size_t i = 0; i < series.size(); ++i) {
     std::vector<double> v = series[i].samples;
     std::sort(v.begin(), v.end());
     if (v.empty()) continue;
+    std::string c = series[i].reference ? "#6b7280" : Colour(colour++);
     std::string pts;
     double n = static_cast<double>(v.size());
     double prev_y = y.Map(0);
@@ -173,14 +181,15 @@ std::string RenderCdfSvg(const std::string& title, const std::vector<CdfSeries>&
       pts += fmt::format("{:.1f},{:.1f} {:.1f},{:.1f} ", px, prev_y, px, py);
       prev_y = py;
     }
-    svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" "
-                       "stroke-width=\"1.6\"/>\n",
-                       pts, Colour(i));
+svg += fmt::format(
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"{}/>\n", pts,
+        c, series[i].reference ? " stroke-dasharray=\"5 3\"" : "");
+    colours.push_back(c);
     labels.push_back(fmt::format("{}\np50 {} · p95 {} · n={}", series[i].label,
                                  FormatSeconds(Percentile(v, 50)), FormatSeconds(Percentile(v, 95)),
                                  v.size()));
   }
-  svg += Legend(labels);
+  svg += Legend(labels, colours);
   svg += "</svg>\n";
   return svg;
 }
@@ -199,15 +208,16 @@ std::string RenderBarChartSvg(const std::string& title, const std::string& y_lab
   std::string svg = Header(title, kW, kH);
   for (double v : ticks) {
     double py = y.Map(v);
-    svg += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" "
-                       "stroke=\"#e5e7eb\"/>\n",
-                       kLeft, py, kW - kRight, py);
+    svg += fmt::format(
+        "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" "
+        "stroke=\"#e5e7eb\"/>\n",
+        kLeft, py, kW - kRight, py);
     svg += Text(kLeft - 6, py + 4, Num(v), 10, "end");
   }
-  svg += fmt::format("<text x=\"16\" y=\"{:.1f}\" font-size=\"11\" fill=\"{}\" "
-                     "transform=\"rotate(-90 16 {:.1f})\" text-anchor=\"middle\">{}</text>\n",
-                     (kTop + kH - kBottom) / 2.0, kGrey, (kTop + kH - kBottom) / 2.0,
-                     XmlEscape(y_label));
+  svg += fmt::format(
+      "<text x=\"16\" y=\"{:.1f}\" font-size=\"11\" fill=\"{}\" "
+      "transform=\"rotate(-90 16 {:.1f})\" text-anchor=\"middle\">{}</text>\n",
+      (kTop + kH - kBottom) / 2.0, kGrey, (kTop + kH - kBottom) / 2.0, XmlEscape(y_label));
   double span = static_cast<double>(kW - kRight - kLeft);
   double gw = groups.empty() ? span : span / static_cast<double>(groups.size());
   double bw = series.empty() ? 0 : std::min(40.0, gw * 0.7 / static_cast<double>(series.size()));
@@ -218,14 +228,16 @@ std::string RenderBarChartSvg(const std::string& title, const std::string& y_lab
       if (g >= series[s].value.size()) continue;
       double v = series[s].value[g];
       double bx = x0 + bw * static_cast<double>(s);
-      svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
-                         "fill=\"{}\" fill-opacity=\"0.8\"/>\n",
-                         bx + 2, y.Map(v), bw - 4, y.Map(0) - y.Map(v), Colour(s));
+      svg += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
+          "fill=\"{}\" fill-opacity=\"0.8\"/>\n",
+          bx + 2, y.Map(v), bw - 4, y.Map(0) - y.Map(v), Colour(s));
       if (g < series[s].lo.size() && g < series[s].hi.size()) {
         double cx = bx + bw / 2;
-        svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
-                           "stroke=\"{3}\" stroke-width=\"1.5\"/>\n",
-                           cx, y.Map(series[s].lo[g]), y.Map(series[s].hi[g]), kInk);
+        svg += fmt::format(
+            "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
+            "stroke=\"{3}\" stroke-width=\"1.5\"/>\n",
+            cx, y.Map(series[s].lo[g]), y.Map(series[s].hi[g]), kInk);
       }
       svg += Text(bx + bw / 2, y.Map(v) - 4, Num(v), 9, "middle", kInk);
     }
@@ -262,17 +274,18 @@ std::string RenderLineChartSvg(const std::string& title, const std::string& x_la
   std::string svg = Header(title, kW, kH);
   for (double v : yt) {
     double py = y.Map(v);
-    svg += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" "
-                       "stroke=\"#e5e7eb\"/>\n",
-                       kLeft, py, kW - kRight, py);
+    svg += fmt::format(
+        "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" "
+        "stroke=\"#e5e7eb\"/>\n",
+        kLeft, py, kW - kRight, py);
     svg += Text(kLeft - 6, py + 4, Num(v), 10, "end");
   }
   for (double v : xs) svg += Text(x.Map(v), kH - kBottom + 16, Num(v), 10, "middle");
   svg += Text((kLeft + kW - kRight) / 2.0, kH - 14, x_label, 11, "middle");
-  svg += fmt::format("<text x=\"16\" y=\"{:.1f}\" font-size=\"11\" fill=\"{}\" "
-                     "transform=\"rotate(-90 16 {:.1f})\" text-anchor=\"middle\">{}</text>\n",
-                     (kTop + kH - kBottom) / 2.0, kGrey, (kTop + kH - kBottom) / 2.0,
-                     XmlEscape(y_label));
+  svg += fmt::format(
+      "<text x=\"16\" y=\"{:.1f}\" font-size=\"11\" fill=\"{}\" "
+      "transform=\"rotate(-90 16 {:.1f})\" text-anchor=\"middle\">{}</text>\n",
+      (kTop + kH - kBottom) / 2.0, kGrey, (kTop + kH - kBottom) / 2.0, XmlEscape(y_label));
   for (size_t i = 0; i < series.size(); ++i) {
     const LineSeries& s = series[i];
     std::string pts;
@@ -282,14 +295,16 @@ std::string RenderLineChartSvg(const std::string& title, const std::string& x_la
       svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", px, py,
                          Colour(i));
       if (k < s.lo.size() && k < s.hi.size()) {
-        svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
-                           "stroke=\"{3}\"/>\n",
-                           px, y.Map(s.lo[k]), y.Map(s.hi[k]), Colour(i));
+        svg += fmt::format(
+            "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
+            "stroke=\"{3}\"/>\n",
+            px, y.Map(s.lo[k]), y.Map(s.hi[k]), Colour(i));
       }
     }
-    svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" "
-                       "stroke-width=\"1.6\"/>\n",
-                       pts, Colour(i));
+    svg += fmt::format(
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" "
+        "stroke-width=\"1.6\"/>\n",
+        pts, Colour(i));
   }
   std::vector<std::string> labels;
   for (const auto& s : series) labels.push_back(s.label);

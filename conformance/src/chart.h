@@ -14,6 +14,7 @@ namespace sandcheck {
 struct CdfSeries {
   std::string label;
   std::vector<double> samples;  // seconds
+  bool reference = false;       // drawn grey and dashed (the machine's floor)
 };
 
 // Empirical CDF of each series (fraction of samples ≤ x) against latency in ms; a logarithmic x

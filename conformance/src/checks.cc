@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+#include <regex>
 
 #include "evidence.h"
 #include "json_strict.h"
@@ -266,6 +268,288 @@ Verdict ExitOk(TaskRecord& t, const json& p) {
   return Pass("exit 0");
 }
 
+// --- kind `expect` -----------------------------------------------------------------------
+
+// What one expectation object found: the conditions that held and those that did not.
+struct Findings {
+  std::vector<std::string> held, failed;
+};
+
+std::string Quoted(const std::string& s) {
+  std::string t = s.size() > 60 ? s.substr(0, 57) + "..." : s;
+  return "\"" + t + "\"";
+}
+
+// The first line of stdout that parses as a JSON object (sbx-probe and friends print one).
+std::optional<json> FirstJsonLine(const std::string& out) {
+  size_t pos = 0;
+  while (pos < out.size()) {
+    size_t nl = out.find('\n', pos);
+    std::string line = out.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? out.size() : nl + 1;
+    size_t b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos || line[b] != '{') continue;
+    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) return j;
+  }
+  return std::nullopt;
+}
+
+bool SameValue(const json& got, const json& want) {
+  if (got.is_number() && want.is_number()) return got.get<double>() == want.get<double>();
+  return got == want;
+}
+
+// Judges an exec answer (and the harness's wall time of the call) against the expectation
+// vocabulary shared by the task, its `then` command and each `any_of` alternative.
+Findings JudgeAnswer(const ExecAnswer& a, double wall_seconds, const json& e) {
+  Findings f;
+  auto list = [&](const char* key) { return e[key].get<std::vector<std::string>>(); };
+  std::vector<std::string> statuses = list("status");
+  if (!statuses.empty()) {
+    if (std::find(statuses.begin(), statuses.end(), a.status) == statuses.end()) {
+      f.failed.push_back(fmt::format("status {} (expected {}){}", a.status, Join(statuses, " or "),
+                                     a.status == "ok" ? "" : fmt::format(", state {}", a.state)));
+    } else {
+      f.held.push_back("status " + a.status);
+    }
+  }
+  std::string state = e["state"];
+  if (!state.empty()) {
+    if (a.state != state)
+      f.failed.push_back(fmt::format("state {} (expected {})", a.state, state));
+    else
+      f.held.push_back("state " + state);
+  }
+  if (e["exit"].is_number_integer()) {
+    int want = e["exit"];
+    if (a.exit_code != want)
+      f.failed.push_back(fmt::format("exit {} (expected {})", a.exit_code, want));
+    else
+      f.held.push_back(fmt::format("exit {}", want));
+  }
+  if (e["exit_nonzero"].get<bool>()) {
+    if (a.exit_code == 0)
+      f.failed.push_back("exit 0 (expected a failure)");
+    else
+      f.held.push_back(fmt::format("exit {} (non-zero)", a.exit_code));
+  }
+  for (const auto& x : list("stdout_contains")) {
+    if (a.stdout_text.find(x) == std::string::npos)
+      f.failed.push_back("stdout lacks " + Quoted(x));
+    else
+      f.held.push_back("stdout holds " + Quoted(x));
+  }
+  for (const auto& x : list("stdout_not_contains")) {
+    if (a.stdout_text.find(x) != std::string::npos)
+      f.failed.push_back("stdout holds " + Quoted(x));
+    else
+      f.held.push_back("stdout lacks " + Quoted(x));
+  }
+  for (const auto& x : list("stderr_contains")) {
+    if (a.stderr_text.find(x) == std::string::npos)
+      f.failed.push_back("stderr lacks " + Quoted(x));
+    else
+      f.held.push_back("stderr holds " + Quoted(x));
+  }
+  for (const auto& x : list("output_not_contains")) {
+    bool out = a.stdout_text.find(x) != std::string::npos;
+    bool err = a.stderr_text.find(x) != std::string::npos;
+    if (out || err)
+      f.failed.push_back(fmt::format("{} holds {}", out ? "stdout" : "stderr", Quoted(x)));
+    else
+      f.held.push_back("output lacks " + Quoted(x));
+  }
+  if (e["stdout_equals"].is_string()) {
+    std::string want = e["stdout_equals"];
+    if (Trimmed(a.stdout_text) != Trimmed(want))
+      f.failed.push_back(
+          fmt::format("stdout is {}, expected {}", Quoted(Trimmed(a.stdout_text)), Quoted(want)));
+    else
+      f.held.push_back("stdout is " + Quoted(want));
+  }
+  std::string output = a.stdout_text + a.stderr_text;
+  auto regex = [&](const char* key, const std::string& text, const char* where, bool want) {
+    for (const auto& x : list(key)) {
+      bool hit = std::regex_search(text, std::regex(x, std::regex::ECMAScript));
+      if (hit != want) {
+        f.failed.push_back(
+            fmt::format("{} {} /{}/", where, want ? "does not match" : "matches", x));
+      } else {
+        f.held.push_back(fmt::format("{} {} /{}/", where, want ? "matches" : "does not match", x));
+      }
+    }
+  };
+  regex("stdout_matches", a.stdout_text, "stdout", true);
+  regex("stdout_not_matches", a.stdout_text, "stdout", false);
+  regex("output_matches", output, "output", true);
+  regex("output_not_matches", output, "output", false);
+  if (!e["json"].empty()) {
+    auto doc = FirstJsonLine(a.stdout_text);
+    if (!doc) {
+      f.failed.push_back("no JSON object on stdout");
+    } else {
+      for (auto it = e["json"].begin(); it != e["json"].end(); ++it) {
+        json::json_pointer ptr(it.key());
+        if (!doc->contains(ptr)) {
+          f.failed.push_back(fmt::format("{} missing from the JSON on stdout", it.key()));
+          continue;
+        }
+        const json& got = (*doc)[ptr];
+        const json& want = it.value();
+        if (want.is_object()) {
+          bool numeric = got.is_number();
+          double v = numeric ? got.get<double>() : 0;
+          bool ok = numeric && (!want.contains("min") || v >= want["min"].get<double>()) &&
+                    (!want.contains("max") || v <= want["max"].get<double>());
+          std::string bounds = fmt::format(
+              "{}{}{}", want.contains("min") ? fmt::format(">= {}", want["min"].dump()) : "",
+              want.contains("min") && want.contains("max") ? " and " : "",
+              want.contains("max") ? fmt::format("<= {}", want["max"].dump()) : "");
+          (ok ? f.held : f.failed)
+              .push_back(fmt::format("{} is {}{}", it.key(), got.dump(),
+                                     ok ? "" : ", expected " + bounds));
+        } else if (!SameValue(got, want)) {
+          f.failed.push_back(
+              fmt::format("{} is {}, expected {}", it.key(), got.dump(), want.dump()));
+        } else {
+          f.held.push_back(fmt::format("{} is {}", it.key(), got.dump()));
+        }
+      }
+    }
+  }
+  double max_s = e["max_seconds"];
+  if (max_s > 0) {
+    if (wall_seconds > max_s)
+      f.failed.push_back(
+          fmt::format("took {:.2f} s (harness clock), more than {:g} s", wall_seconds, max_s));
+    else
+      f.held.push_back(fmt::format("{:.2f} s <= {:g} s", wall_seconds, max_s));
+  }
+  return f;
+}
+
+// The value at a dotted path ("stages.allocate") of the exec answer's extra keys.
+const json* AnswerPath(const json& extra, const std::string& path) {
+  const json* cur = &extra;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t dot = path.find('.', pos);
+    std::string key = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    if (!cur->is_object() || !cur->contains(key)) return nullptr;
+    cur = &(*cur)[key];
+    if (dot == std::string::npos) break;
+    pos = dot + 1;
+  }
+  return cur;
+}
+
+Verdict Expect(TaskRecord& t, const json& p) {
+  Verdict v;
+  if (!t.own_request.is_null()) {
+    v.evidence["own_sandbox"] = {{"request", t.own_request}, {"id", t.own_sandbox}};
+  }
+  if (!t.create_refused.empty()) {
+    // Only reachable with may_refuse: refusing is one of the allowed answers (e.g. SEL-5: never
+    // run it on a weaker backend).
+    t.got = "refused to create the sandbox";
+    t.refused = true;
+    v.evidence["create_refused"] = t.create_refused;
+    return {Outcome::kPass, "the target refused to create the sandbox: " + t.create_refused,
+            v.evidence};
+  }
+  const ExecAnswer& a = t.task->answer;
+  t.got = Told(a);
+  t.refused = a.status != "ok" || a.exit_code != 0;
+  Findings f = JudgeAnswer(a, t.task->wall_seconds, p);
+  if (!p["any_of"].empty()) {
+    json alts = json::array();
+    std::vector<std::string> misses;
+    bool one = false;
+    for (size_t i = 0; i < p["any_of"].size(); ++i) {
+      Findings af = JudgeAnswer(a, t.task->wall_seconds, p["any_of"][i]);
+      alts.push_back({{"held", af.held}, {"failed", af.failed}});
+      if (af.failed.empty()) {
+        if (!one) f.held.push_back(fmt::format("alternative {}: {}", i + 1, Join(af.held, ", ")));
+        one = true;
+      } else {
+        misses.push_back(fmt::format("alternative {}: {}", i + 1, Join(af.failed, ", ")));
+      }
+    }
+    v.evidence["any_of"] = alts;
+    if (!one) f.failed.push_back("none of the alternatives held (" + Join(misses, "; ") + ")");
+  }
+  for (const auto& key : p["answer_has"].get<std::vector<std::string>>()) {
+    if (!AnswerPath(a.extra, key))
+      f.failed.push_back(fmt::format("the answer does not report '{}'", key));
+  }
+  if (!p["answer_has"].empty() && f.failed.empty()) {
+    f.held.push_back(fmt::format("the answer reports {}",
+                                 Join(p["answer_has"].get<std::vector<std::string>>(), ", ")));
+  }
+  if (p["then"].is_object()) {
+    const json& then = p["then"];
+    std::string when = then["after_revert"].get<bool>() ? "after the revert" : "next";
+    if (!t.then) {
+      f.failed.push_back(fmt::format("the follow-up '{}' ({}) was not run{}",
+                                     then["command"].get<std::string>(), when,
+                                     t.revert ? "" : ": no revert"));
+    } else {
+      v.evidence["then"] = ExecEvidence(*t.then);
+      Findings tf = JudgeAnswer(t.then->answer, t.then->wall_seconds, then);
+      std::string head = fmt::format("{}, '{}'", when, t.then->command);
+      if (!tf.failed.empty())
+        f.failed.push_back(fmt::format("{}: {}", head, Join(tf.failed, ", ")));
+      else
+        f.held.push_back(fmt::format("{}: {}", head, Join(tf.held, ", ")));
+    }
+  }
+  if (p["host_absent"].is_object()) {
+    v.evidence["host_scans"] = t.host_scans;
+    if (t.host_scans.empty()) {
+      f.held.push_back(t.host_note.empty() ? "host not scanned" : t.host_note);
+      if (!t.host_note.empty()) v.evidence["host_note"] = t.host_note;
+    }
+    for (const auto& scan : t.host_scans) {
+      std::string after = scan["after"] == "destroy" ? "the destroy" : "the task";
+      if (scan["found"].empty()) {
+        f.held.push_back(fmt::format("no '{}' left on this host after {}",
+                                     scan["process"].get<std::string>(), after));
+      } else {
+        const json& p0 = scan["found"][0];
+        f.failed.push_back(fmt::format(
+            "still running on this host {:.1f} s after {}: pid {} '{}'{}",
+            scan["waited_seconds"].get<double>(), after, p0["pid"].get<long>(),
+            p0["cmdline"].get<std::string>().substr(0, 120),
+            scan["found"].size() > 1 ? fmt::format(" and {} more", scan["found"].size() - 1) : ""));
+      }
+    }
+  }
+  std::vector<std::string> backends = p["backend_in"];
+  if (!backends.empty() && f.failed.empty()) {
+    const json* b = AnswerPath(a.extra, "backend");
+    if (!b || !b->is_string()) {
+      v.evidence["held"] = f.held;
+      return {Outcome::kSkip,
+              fmt::format("{}; but the target does not report which backend ran the command (the "
+                          "exec answer has no 'backend'), so the choice cannot be judged",
+                          Join(f.held, "; ")),
+              v.evidence};
+    }
+    std::string got = *b;
+    if (std::find(backends.begin(), backends.end(), got) == backends.end()) {
+      f.failed.push_back(
+          fmt::format("it ran on backend '{}' (expected {})", got, Join(backends, " or ")));
+    } else {
+      f.held.push_back(fmt::format("it ran on backend '{}'", got));
+    }
+  }
+  v.evidence["held"] = f.held;
+  v.evidence["failed"] = f.failed;
+  if (!f.failed.empty()) return {Outcome::kFail, Join(f.failed, "; "), v.evidence};
+  return {Outcome::kPass, Join(f.held, "; "), v.evidence};
+}
+
 Verdict CleanAfterRevert(ScenarioRun& run, const json& p) {
   int64_t want = p["expect_files"];
   Verdict v;
@@ -372,6 +656,10 @@ void JudgeScenario(ScenarioRun& run, const TargetInfo& info) {
                        missing.size() > 1 ? "s" : "", Join(missing, ", "),
                        info.features.empty() ? "none" : Join(info.features, ", ")),
            json::object()};
+    } else if (task && !task->create_refused.empty()) {
+      json p = c->params;
+      SubstituteHarness(p, run.harness);
+      v = Expect(*task, p);
     } else if (task && task->task && !task->task->error.empty()) {
       v = {Outcome::kError, "not judged: the target failed: " + task->task->error, json::object()};
     } else if (task && (!task->ran || !task->task)) {
@@ -381,7 +669,8 @@ void JudgeScenario(ScenarioRun& run, const TargetInfo& info) {
     } else if (!task && !run.abort_error.empty()) {
       v = {Outcome::kError, "not judged: " + run.abort_error, json::object()};
     } else {
-      const json& p = c->params;
+      json p = c->params;
+      SubstituteHarness(p, run.harness);
       if (c->kind == "allowed_download")
         v = AllowedDownload(*task, p, info);
       else if (c->kind == "name_not_resolved")
@@ -394,6 +683,8 @@ void JudgeScenario(ScenarioRun& run, const TargetInfo& info) {
         v = ResourceExceeded(*task, p);
       else if (c->kind == "exit_ok")
         v = ExitOk(*task, p);
+      else if (c->kind == "expect")
+        v = Expect(*task, p);
       else if (c->kind == "clean_after_revert")
         v = CleanAfterRevert(run, p);
       else if (c->kind == "revert_measured")

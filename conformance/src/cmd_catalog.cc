@@ -7,6 +7,7 @@
 
 #include "catalog.h"
 #include "cli.h"
+#include "coverage_notes.h"
 #include "json_strict.h"
 #include "nfr_spec.h"
 #include "render.h"
@@ -28,7 +29,9 @@ constexpr const char* kCoverageHelp =
 
 Maps every requirement ID of the catalogue (conformance/requirements.json, a copy of
 design/requirements.md) to the checks that cite it, over the built-in scenarios (or those
-given). IDs without a check are listed as gaps.
+given). IDs that no black-box check can reach, in whole or in part, carry a note
+(conformance/coverage_notes.json): how they are verified instead, and why not by sandcheck.
+A note is an explanation, never a pass. IDs with neither a check nor a note are gaps.
 )";
 
 constexpr const char* kRenderHelp = R"(usage: sandcheck render REPORT.json [--out DIR] [--tap]
@@ -61,7 +64,7 @@ sbx::StatusOr<std::vector<Scenario>> Scenarios(const ParsedArgs& a,
 
 // The checks a latency target gives, as they are named in a report (one per backend).
 std::string NfrCheckPattern(const NfrSpec& s, const NfrTarget& t) {
-  return NfrCheckId(s, t, t.RuntimeWide() ? "" : "BACKEND");
+  return t.RuntimeWide() ? NfrCheckId(s, t, "") : NfrCheckId(s, t, "") + "-<backend>";
 }
 
 json CheckJson(const CheckSpec& c) {
@@ -157,8 +160,9 @@ int CmdList(const std::vector<std::string>& args) {
     for (const NfrTarget& t : s.targets) {
       std::printf("    %-30s %-6s %-8s %s\n", NfrCheckPattern(s, t).c_str(),
                   t.limited ? t.level.c_str() : "-", t.limited ? t.requirement.c_str() : "-",
-                  t.limited ? fmt::format("p{:g} < {:g} ms, {} samples, {}", t.percentile,
-                                          t.limit_s * 1000, t.samples, NfrMethodName(t.method))
+                  t.limited ? fmt::format("p{:g} < {}, {} samples, {}", t.percentile,
+                                          FormatSeconds(json(t.limit_s)), t.samples,
+                                          NfrMethodName(t.method))
                                   .c_str()
                             : fmt::format("measured only ({} samples, {})", t.samples,
                                           NfrMethodName(t.method))
@@ -191,34 +195,74 @@ int CmdCoverage(const std::vector<std::string>& args) {
       for (const auto& r : c->requirements) by_req[r].push_back(c->id);
     }
   }
-  json rows = json::array(), gaps = json::array();
+  auto notes = BuiltinCoverageNotes();
+  if (!notes.ok()) return UsageError("coverage", notes.status().message());
+  std::map<std::string, const CoverageNote*> note_of;
+  for (const CoverageNote& n : *notes) note_of[n.id] = &n;
+  json rows = json::array(), gaps = json::array(), noted = json::array();
   int covered = 0;
   for (const Requirement& r : Requirements()) {
     auto it = by_req.find(r.id);
     std::vector<std::string> checks = it == by_req.end() ? std::vector<std::string>{} : it->second;
-    if (checks.empty())
-      gaps.push_back(r.id);
-    else
+    auto n = note_of.find(r.id);
+    json note = nullptr;
+    if (n != note_of.end()) {
+      note = {{"how", n->second->how},
+              {"why_not_black_box", n->second->why_not_black_box},
+              {"partial", n->second->partial}};
+    }
+    if (!checks.empty())
       ++covered;
-    rows.push_back({{"id", r.id}, {"group", r.group}, {"text", r.text}, {"checks", checks}});
+    else if (!note.is_null())
+      noted.push_back(r.id);
+    else
+      gaps.push_back(r.id);
+    rows.push_back(
+        {{"id", r.id}, {"group", r.group}, {"text", r.text}, {"checks", checks}, {"note", note}});
   }
   size_t total = Requirements().size();
   if (parsed->Has("json")) {
-    std::fputs(
-        DumpJson({{"requirements", rows}, {"covered", covered}, {"total", total}, {"gaps", gaps}})
-            .c_str(),
-        stdout);
+    std::fputs(DumpJson({{"requirements", rows},
+                         {"covered", covered},
+                         {"total", total},
+                         {"noted", noted},
+                         {"gaps", gaps}})
+                   .c_str(),
+               stdout);
     return kExitPass;
   }
   std::printf("requirement\tchecks\n");
   for (const auto& row : rows) {
     std::vector<std::string> checks = row["checks"];
-    std::printf("%s\t%s\n", row["id"].get<std::string>().c_str(),
-                checks.empty() ? "- (gap)" : Join(checks, ", ").c_str());
+    std::string text;
+    if (!checks.empty()) {
+      text = Join(checks, ", ");
+      if (!row["note"].is_null()) text += "  (+ note: the rest is not black-box)";
+    } else if (!row["note"].is_null()) {
+      text = "- (note: no black-box check; see below)";
+    } else {
+      text = "- (gap)";
+    }
+    std::printf("%s\t%s\n", row["id"].get<std::string>().c_str(), text.c_str());
   }
-  std::vector<std::string> gap_list = gaps;
-  std::printf("\ncovered: %d of %zu requirement IDs\ngaps (%zu): %s\n", covered, total,
-              gap_list.size(), Join(gap_list, " ").c_str());
+  if (!note_of.empty()) {
+    std::printf("\nnotes (%zu): what verifies these instead, and why a black-box check cannot\n",
+                note_of.size());
+    for (const auto& row : rows) {
+      if (row["note"].is_null()) continue;
+      const json& n = row["note"];
+      std::printf(
+          "  %s%s\n    why not black-box: %s\n    how: %s\n", row["id"].get<std::string>().c_str(),
+          n["partial"].get<bool>() ? " (partial: checks cover the rest)" : "",
+          n["why_not_black_box"].get<std::string>().c_str(), n["how"].get<std::string>().c_str());
+    }
+  }
+  std::vector<std::string> gap_list = gaps, noted_list = noted;
+  std::printf(
+      "\ncovered by a check: %d of %zu requirement IDs\nexplained by a note only (%zu): %s\n"
+      "gaps (%zu): %s\n",
+      covered, total, noted_list.size(), Join(noted_list, " ").c_str(), gap_list.size(),
+      Join(gap_list, " ").c_str());
   return kExitPass;
 }
 

@@ -12,14 +12,14 @@
 #include "json_strict.h"
 #include "nfr_spec.h"
 #include "render.h"
-#include "sbx/units.h"
 
 namespace sandcheck {
 namespace {
 
 using nlohmann::json;
 
-constexpr const char* kHelp = R"(usage: sandcheck gate REPORT.json [--nfr NAME|FILE] [--baseline REPORT.json]
+constexpr const char* kHelp =
+    R"(usage: sandcheck gate REPORT.json [--nfr NAME|FILE] [--baseline REPORT.json]
                       [--tolerance 10%] [--statistic p50|p95|p99|mean] [--min-samples N]
                       [--noise DURATION] [--allow-other-host] [--junit OUT.xml]
 
@@ -37,6 +37,17 @@ Judges the measurements of a report:
 Exit codes: 0 every gate passed, 1 a gate failed or nothing could be gated,
 2 bad usage or bad input (not a report, malformed samples, a baseline from another machine).
 )";
+
+// "1ms", "250us", "0.5s" or a bare number of seconds.
+sbx::StatusOr<double> ParseDuration(const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  std::string unit = end ? end : "";
+  double scale = unit == "" || unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : -1;
+  if (end == text.c_str() || scale < 0 || !(v >= 0) || v > 3600)
+    return sbx::InvalidArgument(fmt::format("'{}': a duration such as 1ms, 250us or 0.5s", text));
+  return v * scale;
+}
 
 sbx::StatusOr<json> LoadReport(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFile(path));
@@ -80,7 +91,7 @@ int CmdGate(const std::vector<std::string>& args) {
     o.min_samples = static_cast<int>(n);
   }
   if (a.Has("noise")) {
-    auto d = sbx::ParseSeconds(a.Get("noise"));
+    auto d = ParseDuration(a.Get("noise"));
     if (!d.ok()) return UsageError("gate", "--noise: " + d.status().message());
     o.min_delta_s = *d;
   }

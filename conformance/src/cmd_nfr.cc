@@ -8,9 +8,9 @@
 
 #include <cctype>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <map>
 #include <set>
 #include <sstream>
@@ -33,7 +33,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kCompareHelp = R"(usage: sandcheck compare [--target T ...] [--samples N] [--scenario NAME|FILE]
+constexpr const char* kCompareHelp =
+    R"(usage: sandcheck compare [--target T ...] [--samples N] [--scenario NAME|FILE]
                          [--out DIR] [--adapter-timeout S]
 
 Runs the latency targets (default scenario nfr) against several targets in one go — by default
@@ -44,7 +45,8 @@ comparison.md (per latency target: p50/p95 of every runtime and backend, as rati
 the reference runtime's first backend — and to the floor), comparison.json, comparison.html
 (with CDFs) and every target's own report under DIR/<target>/.
 
-  --target T      reference, adapter:PATH, http://HOST:PORT or unix:PATH (repeatable)
+  --target T      reference, adapter:PATH, http://HOST:PORT or unix:PATH (repeatable);
+                  T#BACKEND measures only that backend of T (e.g. reference#native)
   --samples N     samples per latency target (default: the scenario's; clamped to each max)
   --scenario S    the latency-target file (default nfr)
   --out DIR       default reports/runs/<run-id>-compare
@@ -91,7 +93,9 @@ void Summarize(json& report) {
   int exit_code = !report["errors"].empty() || counts["error"] > 0 ? 3 : blocking > 0 ? 1 : 0;
   json summary = {{"checks", report["checks"].size()},
                   {"blocking", blocking},
-                  {"verdict", exit_code == 0 ? "pass" : exit_code == 1 ? "fail" : "error"},
+                  {"verdict", exit_code == 0   ? "pass"
+                              : exit_code == 1 ? "fail"
+                                               : "error"},
                   {"exit_code", exit_code}};
   for (const auto& [k, v] : counts) summary[k] = v;
   report["summary"] = summary;
@@ -126,8 +130,9 @@ int CmdRunNfr(const std::vector<std::string>& args) {
                       "a latency-target scenario (nfr) runs alone: give it as the only --scenario");
   }
   if (a.Has("expectations") && a.Get("expectations") != "none") {
-    return UsageError("run", "--expectations does not apply to latency targets: product limits "
-                             "are not waived by an expectations file (docs/nfr.md)");
+    return UsageError("run",
+                      "--expectations does not apply to latency targets: product limits "
+                      "are not waived by an expectations file (docs/nfr.md)");
   }
   auto profile = ParseProfile(a.Get("profile", "default"));
   if (!profile.ok()) return UsageError("run", profile.status().message());
@@ -290,6 +295,8 @@ json BuildComparison(const NfrSpec& spec, const std::vector<json>& reports,
   for (const NfrTarget& t : spec.targets) {
     json rows = json::array();
     double ours_p50 = 0, ours_p95 = 0;
+    bool ours_native = false;
+    std::string ours_backend;
     for (size_t ri = 0; ri < reports.size(); ++ri) {
       const json& r = reports[ri];
       for (const auto& m : r["measurements"]) {
@@ -310,9 +317,12 @@ json BuildComparison(const NfrSpec& spec, const std::vector<json>& reports,
             verdict = c.value("outcome", "-");
         }
         row["verdict"] = verdict;
-        if (ri == 0 && ours_p50 == 0) {
+        // Ours: the first target's native backend (its first backend if it has no native).
+        if (ri == 0 && (ours_p50 == 0 || m.value("backend", "") == "native") && !ours_native) {
           ours_p50 = m["p50"].get<double>();
           ours_p95 = m["p95"].get<double>();
+          ours_native = m.value("backend", "") == "native";
+          ours_backend = m.value("backend", "");
         }
         rows.push_back(row);
       }
@@ -341,7 +351,7 @@ json BuildComparison(const NfrSpec& spec, const std::vector<json>& reports,
                               {"limit_s", t.limited ? json(t.limit_s) : json(nullptr)},
                               {"percentile", t.percentile},
                               {"boundary", t.boundary},
-                              {"ours", ours_name},
+                              {"ours", ours_name + " / " + ours_backend},
                               {"rows", rows}});
   }
   return out;
@@ -356,8 +366,8 @@ std::string ComparisonMarkdown(const json& c, const json& host, double when_unix
   const json& f = c["floor"];
   std::string out = fmt::format(
       "Measured {} on {} ({}, kernel {}, {} CPUs, {} MiB, cgroup {}). Harness clock; ratios are "
-      "p50 ÷ p50 and p95 ÷ p95. \"Ours\" is the first row of the first target (the reference "
-      "runtime). The floor is a bare fork+exec of /bin/true by the harness in the same run: "
+      "p50 ÷ p50 and p95 ÷ p95. \"Ours\" is the first target (the reference runtime) on its "
+      "native backend. The floor is a bare fork+exec of /bin/true by the harness in the same run: "
       "p50 {}, p95 {} (n={}).\n\n",
       date, host.value("hostname", "?"), host.value("os", "?"), host.value("kernel", "?"),
       host.value("cpus", 0), host.value("memory_bytes", int64_t{0}) >> 20,
@@ -368,8 +378,9 @@ std::string ComparisonMarkdown(const json& c, const json& host, double when_unix
                                           tg.value("percentile", 95.0), Ms(tg["limit_s"]))
                             : "no product limit (ratio gates only)";
     out += fmt::format("### {} — {}\n\n{}\n\n", tg.value("id", ""), tg.value("title", ""), limit);
-    out += "| runtime | backend | n | p50 | p95 | p50 ÷ ours | p95 ÷ ours | p50 ÷ floor | p95 ÷ "
-           "floor | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n";
+    out +=
+        "| runtime | backend | n | p50 | p95 | p50 ÷ ours | p95 ÷ ours | p50 ÷ floor | p95 ÷ "
+        "floor | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n";
     std::vector<std::string> skips;
     for (const auto& r : tg["rows"]) {
       if (r.contains("skip")) {
@@ -382,12 +393,12 @@ std::string ComparisonMarkdown(const json& c, const json& host, double when_unix
       };
       out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                          r.value("target", ""), r.value("backend", ""), r.value("count", 0),
-                         Ms(r["p50"]), Ms(r["p95"]), ratio("p50_over_ours"),
-                         ratio("p95_over_ours"), ratio("p50_over_floor"), ratio("p95_over_floor"),
-                         r.value("verdict", "-"));
+                         Ms(r["p50"]), Ms(r["p95"]), ratio("p50_over_ours"), ratio("p95_over_ours"),
+                         ratio("p50_over_floor"), ratio("p95_over_floor"), r.value("verdict", "-"));
     }
-    out += fmt::format("| floor: fork+exec /bin/true | host | {} | {} | {} | | | 1.00× | 1.00× | |\n",
-                       f.value("count", 0), Ms(f["p50"]), Ms(f["p95"]));
+    out +=
+        fmt::format("| floor: fork+exec /bin/true | host | {} | {} | {} | | | 1.00× | 1.00× | |\n",
+                    f.value("count", 0), Ms(f["p50"]), Ms(f["p95"]));
     if (!skips.empty()) {
       out += "\nNot measured:\n";
       for (const auto& s : skips) out += "- " + s + "\n";
@@ -411,7 +422,8 @@ std::string ComparisonHtml(const json& c, const std::string& markdown) {
                         r["samples"].get<std::vector<double>>()});
     }
     if (c["floor"]["samples"].is_array() && !c["floor"]["samples"].empty())
-      series.push_back({"floor: fork+exec /bin/true", c["floor"]["samples"].get<std::vector<double>>()});
+      series.push_back(
+          {"floor: fork+exec /bin/true", c["floor"]["samples"].get<std::vector<double>>(), true});
     if (series.size() < 2) continue;
     double limit = tg["limit_s"].is_number() ? tg["limit_s"].get<double>() : 0;
     out += "<h2>" + XmlEscape(tg.value("id", "")) + "</h2>\n<figure>" +
@@ -423,19 +435,15 @@ std::string ComparisonHtml(const json& c, const std::string& markdown) {
 }
 
 int CmdCompare(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs(args, {{"target", true, true},
-                                 {"samples"},
-                                 {"scenario"},
-                                 {"out"},
-                                 {"adapter-timeout"}});
+  auto parsed = ParseArgs(
+      args, {{"target", true, true}, {"samples"}, {"scenario"}, {"out"}, {"adapter-timeout"}});
   if (!parsed.ok()) return UsageError("compare", parsed.status().message());
   const ParsedArgs& a = *parsed;
   if (a.help) {
     std::fputs(kCompareHelp, stdout);
     return kExitPass;
   }
-  if (!a.positional.empty())
-    return UsageError("compare", "unexpected argument " + a.positional[0]);
+  if (!a.positional.empty()) return UsageError("compare", "unexpected argument " + a.positional[0]);
   auto samples = ParseSamples(a);
   if (!samples.ok()) return UsageError("compare", samples.status().message());
   std::string scenario = a.Get("scenario", "nfr");
@@ -467,8 +475,19 @@ int CmdCompare(const std::vector<std::string>& args) {
   int rc = kExitPass;
   for (const std::string& t : targets) {
     if (Interrupted()) break;
-    std::string dir = out_dir + "/" + TargetSlug(t);
-    std::vector<std::string> argv = {self, "run", "--scenario", scenario, "--target", t, "--out", dir};
+    // "T#BACKEND": measure only that backend of T.
+    std::string spec_t = t, backend;
+    if (size_t hash = t.rfind('#'); hash != std::string::npos) {
+      spec_t = t.substr(0, hash);
+      backend = t.substr(hash + 1);
+    }
+    std::string dir = out_dir + "/" + TargetSlug(spec_t) + (backend.empty() ? "" : "-" + backend);
+    std::vector<std::string> argv = {self,       "run",  "--scenario", scenario,
+                                     "--target", spec_t, "--out",      dir};
+    if (!backend.empty()) {
+      argv.push_back("--backend");
+      argv.push_back(backend);
+    }
     if (*samples > 0) {
       argv.push_back("--samples");
       argv.push_back(std::to_string(*samples));
@@ -508,10 +527,9 @@ int CmdCompare(const std::vector<std::string>& args) {
   comparison["targets_asked"] = targets;
   comparison["host"] = reports.empty() ? json::object() : reports[0]["host"];
   std::string md = ComparisonMarkdown(comparison, comparison["host"], started);
-  for (const auto& [file, content] :
-       {std::pair<std::string, std::string>{"comparison.md", md},
-        {"comparison.json", DumpJson(comparison)},
-        {"comparison.html", ComparisonHtml(comparison, md)}}) {
+  for (const auto& [file, content] : {std::pair<std::string, std::string>{"comparison.md", md},
+                                      {"comparison.json", DumpJson(comparison)},
+                                      {"comparison.html", ComparisonHtml(comparison, md)}}) {
     if (sbx::Status st = WriteFile(out_dir + "/" + file, content); !st.ok())
       return UsageError("compare", st.message(), kExitTarget);
   }

@@ -98,8 +98,8 @@ sbx::StatusOr<std::vector<int64_t>> ParseList(const std::string& text, int64_t l
     char* end = nullptr;
     long long v = std::strtoll(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < lo || v > hi)
-      return sbx::InvalidArgument(fmt::format("--{} '{}': integers {}..{}, comma-separated", what,
-                                              text, lo, hi));
+      return sbx::InvalidArgument(
+          fmt::format("--{} '{}': integers {}..{}, comma-separated", what, text, lo, hi));
     out.push_back(v);
   }
   if (out.empty()) return sbx::InvalidArgument("--" + what + ": at least one value");
@@ -179,6 +179,14 @@ std::vector<std::string> Backends(const TargetInfo& info, const std::string& ask
 
 std::string Label(const std::string& b) { return b.empty() ? "default" : b; }
 
+// A progress line on stderr, redrawn in place, only when stderr is a terminal.
+template <typename... Args>
+void Progress(const char* format, Args... args) {
+  static const bool tty = ::isatty(2) == 1;
+  if (!tty) return;
+  std::fprintf(stderr, format, args...);
+}
+
 // ------------------------------------------------------------------------------------------
 // throttle (MEAS-1)
 
@@ -189,13 +197,14 @@ struct ThrottleOptions {
 };
 
 sbx::StatusOr<json> Throttle(Session& s, const std::string& backend, const ThrottleOptions& o,
-                             std::string* md, std::vector<std::pair<std::string, std::string>>* svgs) {
+                             std::string* md,
+                             std::vector<std::pair<std::string, std::string>>* svgs) {
   static const std::regex kOut(R"(wall_seconds ([0-9.]+) cpu_seconds ([0-9.]+) threads ([0-9]+))");
   json rows = json::array();
-  std::string table =
-      "| millicores | threads | wall time (harness) | wall ÷ wall at " +
-      std::to_string(o.millicores.front()) +
-      "m | host cores used | CPU time read inside | inside ÷ host |\n|---|---|---|---|---|---|---|\n";
+  std::string table = "| millicores | threads | wall time (harness) | wall ÷ wall at " +
+                      std::to_string(o.millicores.front()) +
+                      "m | host cores used | CPU time read inside | inside ÷ host "
+                      "|\n|---|---|---|---|---|---|---|\n";
   std::map<int64_t, double> base_wall;  // per thread count: mean wall at the first millicores
   int total = static_cast<int>(o.millicores.size() * o.threads.size() * o.runs), done = 0;
   for (int64_t mc : o.millicores) {
@@ -203,9 +212,9 @@ sbx::StatusOr<json> Throttle(Session& s, const std::string& backend, const Throt
       std::vector<double> wall, cores, inside, host_cpu, ratio;
       json runs = json::array();
       for (int64_t r = 0; r < o.runs && !Interrupted(); ++r) {
-        std::fprintf(stderr, "\r[%d/%d] %s: %lld millicores, %lld thread(s), run %lld   ",
-                     ++done, total, Label(backend).c_str(), static_cast<long long>(mc),
-                     static_cast<long long>(th), static_cast<long long>(r + 1));
+        Progress("\r[%d/%d] %s: %lld millicores, %lld thread(s), run %lld   ", ++done, total,
+                 Label(backend).c_str(), static_cast<long long>(mc), static_cast<long long>(th),
+                 static_cast<long long>(r + 1));
         ASSIGN_OR_RETURN(std::string id, s.t_.Create(s.Request(backend, {{"cpu_millicores", mc}})));
         std::string cmd = fmt::format("sbx-cpu -n {} -t {}", std::max<int64_t>(1, o.work / th), th);
         auto t = s.Exec(id, cmd, 600);
@@ -216,11 +225,11 @@ sbx::StatusOr<json> Throttle(Session& s, const std::string& backend, const Throt
         std::smatch m;
         if (t->a.status != "ok" || t->a.exit_code != 0 ||
             !std::regex_search(t->a.stdout_text, m, kOut)) {
-          return sbx::Internal(fmt::format("'{}' did not run: status {}, exit {}, stdout '{}', "
-                                           "stderr '{}'",
-                                           cmd, t->a.status, t->a.exit_code,
-                                           t->a.stdout_text.substr(0, 200),
-                                           t->a.stderr_text.substr(0, 200)));
+          return sbx::Internal(
+              fmt::format("'{}' did not run: status {}, exit {}, stdout '{}', "
+                          "stderr '{}'",
+                          cmd, t->a.status, t->a.exit_code, t->a.stdout_text.substr(0, 200),
+                          t->a.stderr_text.substr(0, 200)));
         }
         double in_cpu = std::stod(m[2]);
         double host = UsageCpu(t->a);
@@ -256,7 +265,7 @@ sbx::StatusOr<json> Throttle(Session& s, const std::string& backend, const Throt
                       {"runs", runs}});
     }
   }
-  std::fprintf(stderr, "\r%80s\r", "");
+  Progress("\r%80s\r", "");
   *md += table;
   // Charts: wall time per millicores (bars per thread count), and CPU seconds host vs inside.
   std::vector<std::string> groups;
@@ -288,26 +297,26 @@ sbx::StatusOr<json> Throttle(Session& s, const std::string& backend, const Throt
                    RenderBarChartSvg(fmt::format("Fixed CPU work under a CPU cap — wall time ({})",
                                                  Label(backend)),
                                      "seconds (mean, whisker min–max)", groups, walls)});
-  svgs->push_back(
-      {"throttle-cpu",
-       RenderBarChartSvg(fmt::format("CPU seconds: the cgroup's vs read inside ({})", Label(backend)),
-                         "CPU seconds (mean, whisker min–max)", groups, cpu)});
+  svgs->push_back({"throttle-cpu",
+                   RenderBarChartSvg(
+                       fmt::format("CPU seconds: the cgroup's vs read inside ({})", Label(backend)),
+                       "CPU seconds (mean, whisker min–max)", groups, cpu)});
   return json{{"backend", Label(backend)}, {"rows", rows}};
 }
 
 // ------------------------------------------------------------------------------------------
 // revert (MEAS-2)
 
-sbx::StatusOr<json> Revert(Session& s, const std::string& backend, int64_t rounds,
-                           std::string* md, std::vector<std::pair<std::string, std::string>>* svgs) {
+sbx::StatusOr<json> Revert(Session& s, const std::string& backend, int64_t rounds, std::string* md,
+                           std::vector<std::pair<std::string, std::string>>* svgs) {
   if (!s.info_.Has("revert")) {
     *md += "skipped: the target does not offer revert\n";
     return json{{"backend", Label(backend)}, {"skip", "the target does not offer revert"}};
   }
   // The demo's template: 500 millicores, 256 MiB.
   ASSIGN_OR_RETURN(std::string id,
-                   s.t_.Create(s.Request(backend, {{"cpu_millicores", 500},
-                                                   {"memory_bytes", int64_t{256} << 20}})));
+                   s.t_.Create(s.Request(
+                       backend, {{"cpu_millicores", 500}, {"memory_bytes", int64_t{256} << 20}})));
   json rows = json::array();
   std::vector<double> rv, rv_t, first, total;
   std::string table =
@@ -315,9 +324,8 @@ sbx::StatusOr<json> Revert(Session& s, const std::string& backend, int64_t round
       "request | files in /work after |\n|---|---|---|---|---|---|---|\n";
   sbx::Status failure;
   for (int64_t i = 0; i < rounds && !Interrupted(); ++i) {
-    std::fprintf(stderr, "\r[%lld/%lld] %s: task, revert, first request   ",
-                 static_cast<long long>(i + 1), static_cast<long long>(rounds),
-                 Label(backend).c_str());
+    Progress("\r[%lld/%lld] %s: task, revert, first request   ", static_cast<long long>(i + 1),
+             static_cast<long long>(rounds), Label(backend).c_str());
     std::string task = fmt::format(
         "mkdir -p /work/d{0} && echo task {0} > /work/d{0}/out && echo x > /work/f{0} && ls /work "
         "| wc -l",
@@ -345,10 +353,9 @@ sbx::StatusOr<json> Revert(Session& s, const std::string& backend, int64_t round
     if (r->seconds >= 0) rv_t.push_back(r->seconds);
     first.push_back(f->wall);
     total.push_back(rw + f->wall);
-    table += fmt::format("| {} | exit {}, {} s | {} | {} | {} | {} | {} |\n", i + 1,
-                         t->a.exit_code, S(t->wall), Ms(rw),
-                         r->seconds >= 0 ? Ms(r->seconds) : "-", Ms(f->wall), Ms(rw + f->wall),
-                         files);
+    table += fmt::format("| {} | exit {}, {} s | {} | {} | {} | {} | {} |\n", i + 1, t->a.exit_code,
+                         S(t->wall), Ms(rw), r->seconds >= 0 ? Ms(r->seconds) : "-", Ms(f->wall),
+                         Ms(rw + f->wall), files);
     rows.push_back({{"task_exit", t->a.exit_code},
                     {"task_s", t->wall},
                     {"revert_s", rw},
@@ -356,7 +363,7 @@ sbx::StatusOr<json> Revert(Session& s, const std::string& backend, int64_t round
                     {"first_request_s", f->wall},
                     {"files_after", files}});
   }
-  std::fprintf(stderr, "\r%80s\r", "");
+  Progress("\r%80s\r", "");
   (void)s.t_.Destroy(id);
   (void)s.t_.Settle();
   if (!failure.ok()) return failure;
@@ -418,7 +425,7 @@ sbx::StatusOr<json> Suspend(Session& s, const std::string& backend,
       rows.push_back({{"mib", mib}, {"skip", "not enough memory on the host"}});
       continue;
     }
-    std::fprintf(stderr, "\r%s: %lld MiB   ", Label(backend).c_str(), static_cast<long long>(mib));
+    Progress("\r%s: %lld MiB   ", Label(backend).c_str(), static_cast<long long>(mib));
     ASSIGN_OR_RETURN(std::string id, s.t_.Create(s.Request(backend, {{"memory_bytes", limit}})));
     auto h = s.Exec(id, fmt::format("sbx-memhog --hold {}", mib), 300);
     std::smatch m;
@@ -426,12 +433,12 @@ sbx::StatusOr<json> Suspend(Session& s, const std::string& backend,
         !std::regex_search(h->a.stdout_text, m, kHolding)) {
       (void)s.t_.Destroy(id);
       if (!h.ok()) return h.status();
-      return sbx::Internal(fmt::format("sbx-memhog --hold {} did not hold: status {}, exit {}, "
-                                       "stdout '{}', stderr '{}' (a tools image without "
-                                       "--hold?)",
-                                       mib, h->a.status, h->a.exit_code,
-                                       h->a.stdout_text.substr(0, 200),
-                                       h->a.stderr_text.substr(0, 200)));
+      return sbx::Internal(
+          fmt::format("sbx-memhog --hold {} did not hold: status {}, exit {}, "
+                      "stdout '{}', stderr '{}' (a tools image without "
+                      "--hold?)",
+                      mib, h->a.status, h->a.exit_code, h->a.stdout_text.substr(0, 200),
+                      h->a.stderr_text.substr(0, 200)));
     }
     std::string pid = m[2];
     std::vector<double> su, su_t, re, re_t, fr;
@@ -474,10 +481,10 @@ sbx::StatusOr<json> Suspend(Session& s, const std::string& backend,
     }
     bool is_alive = alive.ok() && alive->a.stdout_text.find("alive") != std::string::npos;
     int64_t peak = UsageMemory(h->a);
-    table += fmt::format("| {} MiB | {} | {} | {} | {} | {} | {} | {} |\n", mib, RangeMs(su),
-                         RangeMs(su_t), RangeMs(re), RangeMs(re_t), RangeMs(fr),
-                         peak > 0 ? fmt::format("{} MiB", peak >> 20) : "-",
-                         is_alive ? "yes" : "NO");
+    table +=
+        fmt::format("| {} MiB | {} | {} | {} | {} | {} | {} | {} |\n", mib, RangeMs(su),
+                    RangeMs(su_t), RangeMs(re), RangeMs(re_t), RangeMs(fr),
+                    peak > 0 ? fmt::format("{} MiB", peak >> 20) : "-", is_alive ? "yes" : "NO");
     rows.push_back({{"mib", mib},
                     {"suspend_s", su},
                     {"suspend_reported_s", su_t},
@@ -493,13 +500,14 @@ sbx::StatusOr<json> Suspend(Session& s, const std::string& backend,
       series->hi.push_back(v->empty() ? 0 : *std::max_element(v->begin(), v->end()) * 1e3);
     }
   }
-  std::fprintf(stderr, "\r%80s\r", "");
+  Progress("\r%80s\r", "");
   *md += table;
   svgs->push_back({"suspend", RenderLineChartSvg(fmt::format("Suspend and resume against memory "
                                                              "held ({})",
                                                              Label(backend)),
-                                                 "MiB held (log scale)", "milliseconds (mean, "
-                                                                         "whisker min–max)",
+                                                 "MiB held (log scale)",
+                                                 "milliseconds (mean, "
+                                                 "whisker min–max)",
                                                  xs, {ls, lr, lf}, true)});
   return json{{"backend", Label(backend)}, {"rows", rows}};
 }
@@ -587,9 +595,9 @@ int CmdReproduce(const std::vector<std::string>& args) {
     topts.tools_dir = tools;
   auto target = MakeTarget(topts);
   if (!target.ok()) {
-    return UsageError("reproduce", target.status().message(),
-                      target.status().code() == sbx::Code::kInvalidArgument ? kExitUsage
-                                                                            : kExitTarget);
+    return UsageError(
+        "reproduce", target.status().message(),
+        target.status().code() == sbx::Code::kInvalidArgument ? kExitUsage : kExitTarget);
   }
   auto info = (*target)->Info();
   if (!info.ok()) return UsageError("reproduce", info.status().ToString(), kExitTarget);
@@ -608,8 +616,8 @@ int CmdReproduce(const std::vector<std::string>& args) {
   Session session(**target, *info);
   json host = HostFacts();
   std::string md = fmt::format(
-      "# sandcheck reproduce {}: {} {}\n\nHost: {} · {} · kernel {} · {} CPUs · cgroup {}\n",
-      what, info->name, info->version, host.value("hostname", ""), host.value("os", ""),
+      "# sandcheck reproduce {}: {} {}\n\nHost: {} · {} · kernel {} · {} CPUs · cgroup {}\n", what,
+      info->name, info->version, host.value("hostname", ""), host.value("os", ""),
       host.value("kernel", ""), host.value("cpus", 0), host.value("cgroup", ""));
   if (what == "throttle") {
     md += fmt::format(

@@ -12,11 +12,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <set>
 
 #include "catalog.h"
 #include "checks.h"
 #include "cli.h"
 #include "expectations.h"
+#include "harness_values.h"
 #include "json_strict.h"
 #include "live_log.h"
 #include "mirror_fixture.h"
@@ -53,6 +55,9 @@ Replays scenarios against a sandbox runtime and writes the reports.
                         none (the target resolves the mirror itself), or HOST:PORT of a running mirror
   --mirror-bin PATH     the mirror fixture (default: sbx-mirror next to sandcheck)
   --mirror-root DIR     the mirror's content (default: fixtures/mirror/content of the source tree)
+  --target-host H       local or remote: whether the target's sandboxes run on this host (default:
+                        reference, adapter:, unix: and loopback http are local). Checks that plant
+                        files on this host or look at its processes run only for a local target
   --samples N           --scenario nfr only: samples per latency target (docs/nfr.md)
   --only ID,...         --scenario nfr only: measure these latency targets only
 
@@ -141,7 +146,8 @@ int CmdRun(const std::vector<std::string>& args) {
                                  {"mirror-bin"},
                                  {"mirror-root"},
                                  {"samples"},
-                                 {"only"}});
+                                 {"only"},
+                                 {"target-host"}});
   if (!parsed.ok()) return UsageError("run", parsed.status().message());
   const ParsedArgs& a = *parsed;
   if (a.help) {
@@ -168,6 +174,9 @@ int CmdRun(const std::vector<std::string>& args) {
   if (std::string tools = SelfDir() + "/../tools"; ::access(tools.c_str(), X_OK) == 0)
     topts.tools_dir = tools;
   std::string mirror_mode = a.Get("mirror", "local");
+  std::string target_host = a.Get("target-host");
+  if (!target_host.empty() && target_host != "local" && target_host != "remote")
+    return UsageError("run", fmt::format("--target-host '{}': local or remote", target_host));
 
   std::vector<std::string> names = a.All("scenario");
   if (names.empty()) names.push_back("six-task");
@@ -272,6 +281,33 @@ int CmdRun(const std::vector<std::string>& args) {
       ctx.fixtures["mirror"] = {{"mode", "external"}, {"address", mirror_mode}};
     }
   }
+  // {{harness.NAME}} values (harness_values.h): canaries are planted only if a task uses them.
+  std::optional<HarnessValues> harness;
+  if (fatal.empty()) {
+    ropts.target_local = TargetIsLocal(topts.spec, target_host);
+    std::set<std::string> used;
+    for (const auto& s : *scenarios) {
+      for (const auto& t : s.tasks) {
+        for (const auto& name : t.harness_values) {
+          // Values that mean something only on this host are not even made for a target
+          // elsewhere (the tasks that use them are skipped, saying why).
+          const HarnessValueSpec* spec = FindHarnessValue(name);
+          if (spec && (!spec->local_only || ropts.target_local)) used.insert(name);
+        }
+      }
+    }
+    auto h = HarnessValues::Make(used, ropts.target_local,
+                                 ropts.fixtures.count("mirror") ? ropts.fixtures["mirror"] : "");
+    if (!h.ok()) {
+      fatal = "harness values: " + h.status().ToString();
+    } else {
+      harness.emplace(std::move(*h));
+      ropts.harness = harness->values();
+      ctx.fixtures["harness"] = {{"mode", ropts.target_local ? "local" : "none"},
+                                 {"values", ropts.harness},
+                                 {"target_local", ropts.target_local}};
+    }
+  }
   for (const auto& s : *scenarios) {
     if (!fatal.empty() || InterruptCount() > 0) {
       ScenarioRun run;
@@ -297,6 +333,7 @@ int CmdRun(const std::vector<std::string>& args) {
     ctx.fixtures["mirror"]["log"] = mlog;
   }
   mirror.reset();
+  harness.reset();  // removes the canaries
   ApplyExpectationsAndProfile(runs, ctx.expectations, ctx.profile);
   ctx.finished_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

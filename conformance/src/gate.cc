@@ -159,8 +159,8 @@ sbx::StatusOr<GateReport> EvaluateGates(const json& report, const NfrSpec& spec,
         g.value = Percentile(v, t.percentile);
         bool ok = g.value < t.limit_s;
         g.outcome = ok ? "pass" : "fail";
-        g.message = fmt::format("{} {} on {}: p{:g} {} {} {} ({} clock, n={})", t.requirement,
-                                t.id, backend, t.percentile, Ms(g.value), ok ? "<" : "is not below",
+        g.message = fmt::format("{} {} on {}: p{:g} {} {} {} ({} clock, n={})", t.requirement, t.id,
+                                backend, t.percentile, Ms(g.value), ok ? "<" : "is not below",
                                 Ms(t.limit_s), t.clock, v.size());
       }
       out.gates.push_back(std::move(g));
@@ -170,8 +170,8 @@ sbx::StatusOr<GateReport> EvaluateGates(const json& report, const NfrSpec& spec,
       std::string backend = (*c)["evidence"].value("backend", "");
       bool measured = false;
       for (const auto& m : report["measurements"]) {
-        measured = measured ||
-                   (m["name"] == t.id && m["clock"] == t.clock && m["backend"] == backend);
+        measured =
+            measured || (m["name"] == t.id && m["clock"] == t.clock && m["backend"] == backend);
       }
       if (measured) continue;
       any = true;
@@ -187,8 +187,8 @@ sbx::StatusOr<GateReport> EvaluateGates(const json& report, const NfrSpec& spec,
                                 c->value("reason", ""));
       } else {
         g.outcome = "fail";
-        g.message = fmt::format("{} {} on {}: the run could not measure it ({}): {}",
-                                t.requirement, t.id, backend, outcome, c->value("reason", ""));
+        g.message = fmt::format("{} {} on {}: the run could not measure it ({}): {}", t.requirement,
+                                t.id, backend, outcome, c->value("reason", ""));
       }
       out.gates.push_back(std::move(g));
     }
@@ -211,15 +211,16 @@ sbx::StatusOr<GateReport> EvaluateGates(const json& report, const NfrSpec& spec,
     std::vector<std::string> diffs;
     for (const char* k : {"hostname", "machine", "cpus", "kernel"}) {
       if (h.value(k, json()) != bh.value(k, json()))
-        diffs.push_back(fmt::format("{} {} vs {}", k, bh.value(k, json()).dump(),
-                                    h.value(k, json()).dump()));
+        diffs.push_back(
+            fmt::format("{} {} vs {}", k, bh.value(k, json()).dump(), h.value(k, json()).dump()));
     }
     if (!diffs.empty()) {
       std::string msg =
           fmt::format("the baseline was measured on another machine ({})", Join(diffs, ", "));
       if (!o.allow_other_host)
-        return sbx::InvalidArgument(msg + "; ratio gates compare runs of the same machine "
-                                          "(--allow-other-host to compare anyway)");
+        return sbx::InvalidArgument(msg +
+                                    "; ratio gates compare runs of the same machine "
+                                    "(--allow-other-host to compare anyway)");
       out.notes.push_back(msg);
     }
     std::map<Key, const json*> base;
@@ -238,12 +239,12 @@ sbx::StatusOr<GateReport> EvaluateGates(const json& report, const NfrSpec& spec,
       if (backend == "host") {
         // The machine's floor: context for every ratio, not a verdict on the runtime.
         if (it != base.end() && !v.empty() && !SamplesOf(*it->second).empty()) {
-          double now = *Statistic(v, o.statistic), then = *Statistic(SamplesOf(*it->second),
-                                                                     o.statistic);
-          out.notes.push_back(fmt::format("machine floor ({}): {} {} now vs {} in the baseline "
-                                          "({:+.0f} %)",
-                                          name, o.statistic, Ms(now), Ms(then),
-                                          (now / then - 1) * 100));
+          double now = *Statistic(v, o.statistic),
+                 then = *Statistic(SamplesOf(*it->second), o.statistic);
+          out.notes.push_back(
+              fmt::format("machine floor ({}): {} {} now vs {} in the baseline "
+                          "({:+.0f} %)",
+                          name, o.statistic, Ms(now), Ms(then), (now / then - 1) * 100));
         }
         continue;
       }
@@ -322,7 +323,8 @@ std::string RenderGateJunit(const GateReport& g, const json& report) {
     failures += fail;
     skipped += skip;
     suites += fmt::format(
-        "  <testsuite name=\"gate.{}\" id=\"{}\" package=\"sandcheck\" tests=\"{}\" failures=\"{}\" "
+        "  <testsuite name=\"gate.{}\" id=\"{}\" package=\"sandcheck\" tests=\"{}\" "
+        "failures=\"{}\" "
         "errors=\"0\" skipped=\"{}\" time=\"0\" timestamp=\"{}\" hostname=\"{}\">\n"
         "    <properties>\n      <property name=\"report\" value=\"{}\"/>\n"
         "      <property name=\"target\" value=\"{}\"/>\n    </properties>\n{}  </testsuite>\n",

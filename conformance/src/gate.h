@@ -26,11 +26,11 @@
 namespace sandcheck {
 
 struct GateOptions {
-  double tolerance = 0.10;          // ratio gates: allowed growth (0.10 = +10 %)
-  std::string statistic = "p50";    // ratio gates: p50 | p95 | p99 | mean
-  int min_samples = 5;              // ratio gates: fewer samples on either side → skip
-  double min_delta_s = 0;           // ratio gates: a growth below this is noise, never a failure
-  bool allow_other_host = false;    // ratio gates against a baseline from another machine
+  double tolerance = 0.10;        // ratio gates: allowed growth (0.10 = +10 %)
+  std::string statistic = "p50";  // ratio gates: p50 | p95 | p99 | mean
+  int min_samples = 5;            // ratio gates: fewer samples on either side → skip
+  double min_delta_s = 0;         // ratio gates: a growth below this is noise, never a failure
+  bool allow_other_host = false;  // ratio gates against a baseline from another machine
 };
 
 struct GateResult {

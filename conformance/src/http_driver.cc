@@ -3,7 +3,8 @@
 // The bodies are the objects of adapter protocol v1:
 //   GET /v1/info · POST /v1/sandboxes · POST /v1/sandboxes/{id}/exec · POST .../revert ·
 //   DELETE /v1/sandboxes/{id} · GET /v1/sandboxes/{id}/gateway-log (feature "egress.log") ·
-//   POST .../suspend and .../resume (`sandcheck reproduce suspend`)
+//   POST .../suspend and .../resume (`sandcheck reproduce suspend`) · POST /v1/run (one-shot
+//   through the daemon's warm pools: NFR-1 warm-start-pooled)
 // An exec answer is accepted with any HTTP status when its body is an exec object (an API may
 // answer a crashed sandbox with 503 and a body); every other non-2xx answer is a target failure.
 #include <fmt/format.h>
@@ -71,6 +72,28 @@ class HttpDriver final : public Target {
     ASSIGN_OR_RETURN(Answer a,
                      Call("DELETE", fmt::format("/v1/sandboxes/{}", sandbox), std::nullopt, 0));
     return Op("destroy", a);
+  }
+
+  // POOL-2 over the Execution API: POST /v1/run (the create keys plus cmd and timeout_s);
+  // sandboxd serves it from its warm pools (docs/warm-pool.md).
+  sbx::StatusOr<ExecAnswer> RunPooled(const json& request, const std::string& cmd,
+                                      double timeout_s) override {
+    json body = request;
+    body["cmd"] = cmd;
+    body["timeout_s"] = timeout_s;
+    ASSIGN_OR_RETURN(Answer a, Call("POST", "/v1/run", body, timeout_s));
+    if (a.status == 404 || a.status == 405 || a.status == 501)
+      return sbx::Unsupported(fmt::format("the endpoint has no one-shot run (HTTP {})", a.status));
+    RETURN_IF_ERROR(Require2xx("run", a));
+    // A one-shot sandbox is destroyed after its command by design: that is not a crash.
+    if (a.body.is_object() && a.body.value("state", "") == "DESTROYED") {
+      a.body["one_shot_state"] = "DESTROYED";
+      a.body["state"] = "RUNNING";
+    }
+    auto e = ParseExecAnswer(a.body);
+    if (!e.ok()) return Fail("POST /v1/run", e.status().message());
+    e->http_status = a.status;
+    return e;
   }
 
   sbx::StatusOr<OpAnswer> Suspend(const std::string& sandbox) override {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <thread>
 
 #include "json_strict.h"
 #include "render.h"
@@ -91,7 +92,8 @@ class Measurer {
     auto warm = t_.Exec(*id, cmd, o_.call_timeout_s);
     if (Check(warm.status(), "warm-up exec", s)) {
       if (!AnswerOk(*warm)) {
-        s.fail = fmt::format("the warm-up exec of '{}' did not succeed: {}", cmd, AnswerText(*warm));
+        s.fail =
+            fmt::format("the warm-up exec of '{}' did not succeed: {}", cmd, AnswerText(*warm));
       } else {
         (void)t_.Settle();
         for (int i = 0; i < n && !Interrupted(); ++i) {
@@ -134,13 +136,15 @@ class Measurer {
     for (int i = 0; i < n && !Interrupted(); ++i) {
       Progress(i, n);
       (void)t_.Settle();  // the previous sample's return and refill, off the clock
+      // A daemon's refill cannot be waited for through the API: give it a moment, untimed.
+      if (t_.Kind() == "http") std::this_thread::sleep_for(std::chrono::milliseconds(20));
       auto t0 = Clock::now();
       auto a = t_.RunPooled(req, cmd, o_.call_timeout_s);
       double wall = Since(t0);
       if (!Check(a.status(), "one-shot run", s)) break;
       if (!AnswerOk(*a)) {
-        s.fail = fmt::format("one-shot run {} of '{}' did not succeed: {}", i + 1, cmd,
-                             AnswerText(*a));
+        s.fail =
+            fmt::format("one-shot run {} of '{}' did not succeed: {}", i + 1, cmd, AnswerText(*a));
         break;
       }
       s.harness.push_back(wall);
@@ -204,11 +208,11 @@ class Measurer {
     return s;
   }
 
-  Samples OrphanSweep(int n, int sandboxes) {
+  Samples OrphanSweep(int n, int sandboxes, const std::string& backend) {
     Samples s;
-    log_.Progress(fmt::format("{}: {} samples (kill -9 of a runtime holding {} sandboxes)",
-                              label_, n, sandboxes));
-    auto r = t_.MeasureOrphanSweep(n, sandboxes);
+    log_.Progress(fmt::format("{}: {} samples (kill -9 of a runtime holding {} sandboxes)", label_,
+                              n, sandboxes));
+    auto r = t_.MeasureOrphanSweep(n, sandboxes, backend);
     if (!r.ok() && r.status().code() == sbx::Code::kUnsupported) {
       s.skip = r.status().message();
       return s;
@@ -253,9 +257,9 @@ std::vector<Job> JobsFor(const NfrTarget& t, const TargetInfo& info, const std::
       if (info.backends.empty() || offered(asked)) {
         jobs.push_back({asked, asked, ""});
       } else {
-        jobs.push_back({asked, asked,
-                        fmt::format("the target does not offer backend '{}' (it offers: {})",
-                                    asked, offers)});
+        jobs.push_back(
+            {asked, asked,
+             fmt::format("the target does not offer backend '{}' (it offers: {})", asked, offers)});
       }
     } else if (info.backends.empty()) {
       jobs.push_back({"", "default", ""});
@@ -265,13 +269,15 @@ std::vector<Job> JobsFor(const NfrTarget& t, const TargetInfo& info, const std::
     return jobs;
   }
   for (const auto& b : t.backends) {
-    if (!asked.empty() && asked != b) {
-      jobs.push_back({b, b, fmt::format("this target is measured on the {} backend; --backend {} "
-                                        "was asked",
-                                        b, asked)});
-    } else if (!offered(b)) {
+    if (!offered(b)) {
       jobs.push_back(
-          {b, b, fmt::format("the target does not offer the {} backend (it offers: {})", b, offers)});
+          {b, b,
+           fmt::format("the target does not offer the {} backend (it offers: {})", b, offers)});
+    } else if (!asked.empty() && asked != b) {
+      jobs.push_back({b, b,
+                      fmt::format("this target is measured on the {} backend; --backend {} "
+                                  "was asked",
+                                  b, asked)});
     } else {
       jobs.push_back({b, b, ""});
     }
@@ -300,8 +306,8 @@ double TargetFigure(const ExecAnswer& a) {
 json MeasurementJson(const std::string& name, const std::string& scenario,
                      const std::string& target, const std::string& backend,
                      const std::string& clock, const std::vector<double>& samples) {
-  json m = {{"name", name},         {"scenario", scenario}, {"target", target},
-            {"backend", backend},   {"unit", "s"},          {"clock", clock}};
+  json m = {{"name", name},       {"scenario", scenario}, {"target", target},
+            {"backend", backend}, {"unit", "s"},          {"clock", clock}};
   m.update(StatsJson(samples));
   return m;
 }
@@ -393,7 +399,8 @@ NfrRunResult RunNfr(Target& target, const TargetInfo& info, const NfrSpec& spec,
             s = m.DestroyReclaim(job.backend, t.setup, n);
             break;
           case NfrMethod::kOrphanSweep:
-            s = m.OrphanSweep(n, t.sandboxes);
+            // Runtime-wide; its sandboxes live on the --backend asked for, if any.
+            s = m.OrphanSweep(n, t.sandboxes, o.backend);
             break;
         }
       }
@@ -408,8 +415,8 @@ NfrRunResult RunNfr(Target& target, const TargetInfo& info, const NfrSpec& spec,
         out.measurements.push_back(
             MeasurementJson(t.id, spec.name, target_name, job.label, "target", s.target));
       for (const auto& [stage, v] : s.stages) {
-        out.measurements.push_back(MeasurementJson(t.id + ".stage." + stage, spec.name,
-                                                   target_name, job.label, "target", v));
+        out.measurements.push_back(MeasurementJson(t.id + ".stage." + stage, spec.name, target_name,
+                                                   job.label, "target", v));
       }
       const std::vector<double>& gated = t.clock == "target" ? s.target : s.harness;
       std::string outcome, reason;
@@ -466,23 +473,23 @@ NfrRunResult RunNfr(Target& target, const TargetInfo& info, const NfrSpec& spec,
                                Ms(t.limit_s), t.clock, gated.size(), other);
         } else {
           outcome = "fail";
-          reason = fmt::format("p{:g} {} is not below the limit {} ({} clock, n={}{})",
-                               t.percentile, Ms(value), Ms(t.limit_s), t.clock, gated.size(),
-                               other);
+          reason =
+              fmt::format("p{:g} {} is not below the limit {} ({} clock, n={}{})", t.percentile,
+                          Ms(value), Ms(t.limit_s), t.clock, gated.size(), other);
         }
       }
       std::printf("%s\t%s\t%s\t%zu\t%s\t%s\t%s\t%s%s%s\n", t.id.c_str(), job.label.c_str(),
                   t.clock.c_str(), gated.size(), gated.empty() ? "-" : Ms(gs.p50).c_str(),
-                  gated.empty() ? "-" : Ms(gs.p95).c_str(),
-                  t.limited ? Ms(t.limit_s).c_str() : "-", outcome.c_str(),
-                  reason.empty() || outcome == "pass" ? "" : ": ",
+                  gated.empty() ? "-" : Ms(gs.p95).c_str(), t.limited ? Ms(t.limit_s).c_str() : "-",
+                  outcome.c_str(), reason.empty() || outcome == "pass" ? "" : ": ",
                   outcome == "pass" ? "" : SanitizeUtf8(Cut(reason, 200)).c_str());
       std::fflush(stdout);
       if (!s.error.empty()) out.errors.push_back(fmt::format("{}: {}", label, s.error));
       if (!t.limited) continue;  // a measurement only: no verdict of its own
-      bool blocking = outcome == "error" ||
-                      (outcome == "fail" && (t.level == "MUST" || o.profile != Profile::kDefault)) ||
-                      (outcome == "skip" && o.profile == Profile::kCertify);
+      bool blocking =
+          outcome == "error" ||
+          (outcome == "fail" && (t.level == "MUST" || o.profile != Profile::kDefault)) ||
+          (outcome == "skip" && o.profile == Profile::kCertify);
       std::string final_outcome =
           outcome == "skip" && o.profile == Profile::kCertify ? "fail" : outcome;
       if (final_outcome != outcome) reason = "certify: a skip is a failure: " + reason;

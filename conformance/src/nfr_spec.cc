@@ -174,8 +174,8 @@ sbx::StatusOr<NfrSpec> LoadNfrSpec(std::string_view text, const std::string& ori
   }
   if (targets->empty()) return wrap(sbx::InvalidArgument("targets: at least one"));
   std::set<std::string> ids;
-  for (auto [arr, limited, key] : {std::tuple{targets, true, "targets"},
-                                   std::tuple{measurements, false, "measurements"}}) {
+  for (auto [arr, limited, key] :
+       {std::tuple{targets, true, "targets"}, std::tuple{measurements, false, "measurements"}}) {
     if (!arr) continue;
     for (size_t i = 0; i < arr->size(); ++i) {
       std::string path = fmt::format("{}[{}]", key, i);

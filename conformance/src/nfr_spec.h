@@ -24,12 +24,12 @@ enum class NfrMethod { kWarmExec, kPooledRun, kCreateExec, kDestroyReclaim, kOrp
 const char* NfrMethodName(NfrMethod m);
 
 struct NfrTarget {
-  std::string id;            // the measurement's name in report.json ("warm-start")
+  std::string id;  // the measurement's name in report.json ("warm-start")
   std::string title;
-  bool limited = false;      // a product limit (targets[]) or a measurement only
-  std::string requirement;   // "NFR-1" (limited only)
-  std::string level;         // MUST | SHOULD (limited only)
-  double limit_s = 0;        // strict upper bound of the gated percentile (limited only)
+  bool limited = false;     // a product limit (targets[]) or a measurement only
+  std::string requirement;  // "NFR-1" (limited only)
+  std::string level;        // MUST | SHOULD (limited only)
+  double limit_s = 0;       // strict upper bound of the gated percentile (limited only)
   double percentile = 95;
   std::string clock = "harness";  // the gated clock: harness | target
   int samples = 1, max_samples = 1;

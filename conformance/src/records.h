@@ -3,6 +3,7 @@
 // report writes them to report.json.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -35,6 +36,16 @@ struct TaskRecord {
   std::vector<Step> calibration_ops;  // create/destroy of the calibration sandbox
   std::string calibration_sandbox;
   std::optional<int64_t> files_after;
+  // A task with a sandbox of its own (TaskSpec::sandbox): its create request (secrets
+  // redacted), id, the create/destroy calls, and the refusal when the check allows one.
+  nlohmann::json own_request;
+  std::string own_sandbox;
+  std::optional<Step> own_create, own_destroy;
+  std::string create_refused;  // why the target refused to create it (may_refuse)
+  // kind `expect`: the follow-up command, and the harness's scans of its own host's processes.
+  std::optional<Step> then;
+  nlohmann::json host_scans = nlohmann::json::array();
+  std::string host_note;     // why a scan was not done (a target elsewhere)
   nlohmann::json gateway;    // decisions seen for this task (array), or null if not offered
   std::string gateway_note;  // why there is no gateway evidence
   // Filled by the check: the figure's WHAT IT GETS column, and whether the command was refused
@@ -65,9 +76,10 @@ struct ScenarioRun {
   std::optional<Step> create, destroy;
   std::vector<TaskRecord> tasks;
   std::vector<CheckResult> checks;
-  std::string skip_reason;  // the whole scenario could not run on this target
-  std::string abort_error;  // an infrastructure failure stopped the scenario
-  std::string fatal_error;  // the target or environment failed before it started
+  std::string skip_reason;                     // the whole scenario could not run on this target
+  std::string abort_error;                     // an infrastructure failure stopped the scenario
+  std::string fatal_error;                     // the target or environment failed before it started
+  std::map<std::string, std::string> harness;  // {{harness.NAME}} values of this run
   double started_unix = 0, seconds = 0;
 };
 

@@ -78,6 +78,14 @@ sbx::StatusOr<sbx::SandboxSpec> SpecFromRequest(const json& r) {
       spec.egress.rules.push_back(std::move(e));
     }
     spec.hosts = r.value("hosts", json::object()).get<std::map<std::string, std::string>>();
+    // The optional fields of the protocol's create object (LC-3, LC-4, SEL-3).
+    spec.env = r.value("env", json::object()).get<std::map<std::string, std::string>>();
+    spec.secrets = r.value("secrets", json::object()).get<std::map<std::string, std::string>>();
+    spec.tenant = r.value("tenant", spec.tenant);
+    spec.tool = r.value("tool", spec.tool);
+    if (r.contains("trust")) {
+      ASSIGN_OR_RETURN(spec.trust, sbx::ParseTrust(r["trust"].get<std::string>()));
+    }
   } catch (const json::exception& e) {
     return sbx::InvalidArgument(fmt::format("create request: {}", e.what()));
   }
@@ -127,7 +135,8 @@ sbx::RuntimeOptions PrivateStateOptions(const std::string& state_dir) {
 // measurement; the destructor kills and reaps it if the measurement stopped early.
 class Holder {
  public:
-  static sbx::StatusOr<Holder> Start(const std::string& state_dir, int sandboxes) {
+  static sbx::StatusOr<Holder> Start(const std::string& state_dir, int sandboxes,
+                                     const std::string& backend) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) return sbx::ErrnoStatus("pipe2");
     std::string exe = std::filesystem::read_symlink("/proc/self/exe");
@@ -141,7 +150,11 @@ class Holder {
       if (::getppid() != parent) ::_exit(3);
       ::dup2(fds[1], 1);
       ::dup2(fds[1], 2);
-      const char* argv[] = {exe.c_str(), "__hold-sandboxes", state_dir.c_str(), count.c_str(),
+      const char* argv[] = {exe.c_str(),
+                            "__hold-sandboxes",
+                            state_dir.c_str(),
+                            count.c_str(),
+                            backend.empty() ? nullptr : backend.c_str(),
                             nullptr};
       ::execv(exe.c_str(), const_cast<char**>(argv));
       ::_exit(127);
@@ -169,8 +182,8 @@ class Holder {
       ssize_t n = ::read(fd_, buf, sizeof buf);
       if (n <= 0) break;
       out.append(buf, static_cast<size_t>(n));
-      if (out.find("ready ") != std::string::npos && out.find('\n', out.find("ready ")) !=
-                                                         std::string::npos) {
+      if (out.find("ready ") != std::string::npos &&
+          out.find('\n', out.find("ready ")) != std::string::npos) {
         return sbx::Status::Ok();
       }
     }
@@ -265,7 +278,8 @@ class ReferenceDriver final : public Target {
   // per sample a holder process opens the runtime there, creates `sandboxes` sandboxes with a
   // background process each, and is killed with SIGKILL; the clock runs from the kill until a
   // census from outside finds nothing of it left.
-  sbx::StatusOr<OrphanSweep> MeasureOrphanSweep(int samples, int sandboxes) override {
+  sbx::StatusOr<OrphanSweep> MeasureOrphanSweep(int samples, int sandboxes,
+                                                const std::string& backend) override {
     char tmpl[] = "/run/sandcheck-nfr5-XXXXXX";
     if (!::mkdtemp(tmpl)) return sbx::ErrnoStatus("mkdtemp /run/sandcheck-nfr5-XXXXXX");
     std::string dir = tmpl;
@@ -280,17 +294,38 @@ class ReferenceDriver final : public Target {
     so.start_reaper = true;  // sweeps now and every reaper_interval_s (default)
     auto sweeper = sbx::Runtime::Open(so);
     if (!sweeper.ok()) return sweeper.status().WithContext("opening the sweeping runtime");
+    // Whatever happens below, a holder that died half-way is an orphan too: let the sweeper
+    // reclaim it (its record is in `dir`) before the directory goes.
+    const std::vector<std::string> initial = ListDir(dir);
+    struct AwaitSweep {
+      const std::string& d;
+      const std::vector<std::string>& keep;
+      ~AwaitSweep() {
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+        while (std::chrono::steady_clock::now() < until) {
+          std::vector<std::string> now = ListDir(d);
+          if (std::all_of(now.begin(), now.end(), [&](const std::string& n) {
+                return std::find(keep.begin(), keep.end(), n) != keep.end();
+              })) {
+            return;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      }
+    };
     OrphanSweep out;
     out.evidence = {{"state_dir", dir},
                     {"sandboxes_per_sample", sandboxes},
+                    {"backend", backend.empty() ? "the runtime's choice" : backend},
                     {"reaper_interval_s", so.reaper_interval_s},
                     {"samples", json::array()}};
     constexpr double kGiveUpS = 60;
     std::mt19937 rng(std::random_device{}());
     for (int i = 0; i < samples && !Interrupted(); ++i) {
       std::vector<std::string> before = ListDir(dir);
-      ASSIGN_OR_RETURN(Holder holder, Holder::Start(dir, sandboxes));
-      RETURN_IF_ERROR(holder.WaitReady(120));
+      AwaitSweep await_sweep{dir, initial};  // destroyed after the holder below: it waits
+      ASSIGN_OR_RETURN(Holder holder, Holder::Start(dir, sandboxes, backend));
+      RETURN_IF_ERROR(holder.WaitReady(60));
       OrphanCensus census = OrphanCensus::Capture(holder.pid(), dir, before);
       OrphanCensus::Counts live = census.Count();
       if (live.processes < sandboxes || live.state_dirs < 1) {
@@ -357,8 +392,9 @@ sbx::StatusOr<std::unique_ptr<Target>> MakeReferenceTarget(const TargetOptions& 
 }
 
 int RunSandboxHolder(const std::vector<std::string>& args) {
-  if (args.size() != 2 || args[0].empty() || args[0][0] != '/') {
-    std::fprintf(stderr, "usage: sandcheck __hold-sandboxes STATE_DIR COUNT (internal, NFR-5)\n");
+  if (args.size() < 2 || args.size() > 3 || args[0].empty() || args[0][0] != '/') {
+    std::fprintf(stderr,
+                 "usage: sandcheck __hold-sandboxes STATE_DIR COUNT [BACKEND] (internal, NFR-5)\n");
     return 2;
   }
   int count = std::atoi(args[1].c_str());
@@ -371,8 +407,10 @@ int RunSandboxHolder(const std::vector<std::string>& args) {
     std::fprintf(stderr, "sandcheck __hold-sandboxes: %s\n", rt.status().ToString().c_str());
     return 3;
   }
+  sbx::SandboxSpec spec;
+  if (args.size() == 3) spec.backend = args[2];
   for (int i = 0; i < count; ++i) {
-    auto id = (*rt)->Create(sbx::SandboxSpec{});
+    auto id = (*rt)->Create(spec);
     if (!id.ok()) {
       std::fprintf(stderr, "sandcheck __hold-sandboxes: create: %s\n",
                    id.status().ToString().c_str());

@@ -44,7 +44,7 @@ std::string RenderLatencyCdfs(const json& r) {
   std::string out;
   for (const auto& key : order) {
     std::vector<CdfSeries> series = by_name[key];
-    if (!floor.empty()) series.push_back({"machine floor: fork+exec /bin/true", floor});
+    if (!floor.empty()) series.push_back({"machine floor: fork+exec /bin/true", floor, true});
     double limit = limits.count(key) ? limits[key] : 0;
     out += "<figure>\n" + RenderCdfSvg(key, series, limit) + "</figure>\n";
   }
@@ -60,13 +60,12 @@ std::string NfrMarkdownTable(const json& r) {
     for (auto& ch : reason) {
       if (ch == '|' || ch == '\n') ch = ' ';
     }
-    rows += fmt::format("| `{}` | {} | {} | {} | {} | {} | p{} < {} | {} | {} |\n",
-                        ev.value("target", ""), ev.value("requirement", ""),
-                        ev.value("backend", ""), ev.value("count", 0),
-                        FormatSeconds(ev.value("p50_s", json())),
-                        FormatSeconds(ev.value("p95_s", json())), ev.value("percentile", 95.0),
-                        FormatSeconds(ev.value("limit_s", json())), c.value("outcome", ""),
-                        c.value("outcome", "") == "pass" ? "" : reason);
+    rows += fmt::format(
+        "| `{}` | {} | {} | {} | {} | {} | p{} < {} | {} | {} |\n", ev.value("target", ""),
+        ev.value("requirement", ""), ev.value("backend", ""), ev.value("count", 0),
+        FormatSeconds(ev.value("p50_s", json())), FormatSeconds(ev.value("p95_s", json())),
+        ev.value("percentile", 95.0), FormatSeconds(ev.value("limit_s", json())),
+        c.value("outcome", ""), c.value("outcome", "") == "pass" ? "" : reason);
   }
   if (rows.empty()) return "";
   return "| target | requirement | backend | n | p50 | p95 | limit | outcome | reason |\n"

@@ -1,3 +1,5 @@
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "json_strict.h"
@@ -134,6 +136,9 @@ sbx::Status CheckReportShape(const json& r) {
 
 sbx::Status WriteRenderedReports(const json& report, const std::string& dir, bool tap) {
   RETURN_IF_ERROR(CheckReportShape(report));
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // `render --out DIR` with a new DIR
+  if (ec) return sbx::Status(sbx::Code::kInternal, fmt::format("creating {}: {}", dir, ec.message()));
   try {
     RETURN_IF_ERROR(WriteFile(dir + "/junit.xml", RenderJunit(report)));
     RETURN_IF_ERROR(WriteFile(dir + "/report.md", RenderMarkdown(report)));

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <ctime>
 #include <random>
 
@@ -24,9 +25,14 @@ json TaskJson(const TaskRecord& t) {
     calib.push_back(s.wall_seconds);
   }
   if (t.calibration_ops.size() > 1) steps.push_back(StepJson(t.calibration_ops.back()));
-  for (const auto* s : {&t.task, &t.revert, &t.clean_check, &t.recover}) {
+  for (const auto* s :
+       {&t.own_create, &t.task, &t.then, &t.revert, &t.clean_check, &t.recover, &t.own_destroy}) {
     if (*s) steps.push_back(StepJson(**s));
   }
+  // In the order they were made (a follow-up `then` may come before or after the revert).
+  std::stable_sort(steps.begin(), steps.end(), [](const json& a, const json& b) {
+    return a["started_unix"].get<double>() < b["started_unix"].get<double>();
+  });
   auto wall = [](const std::optional<Step>& s) {
     return s ? json(s->wall_seconds) : json(nullptr);
   };

@@ -22,11 +22,20 @@ namespace sandcheck {
 struct RunnerOptions {
   std::string backend;                          // --backend ("" = the target's choice)
   std::map<std::string, std::string> fixtures;  // fixture → "addr:port" ("mirror" → ...)
+  // {{harness.NAME}} values this run has (harness_values.h), and whether the target's sandboxes
+  // live on this host (else tasks using local-only values are skipped).
+  std::map<std::string, std::string> harness;
+  bool target_local = true;
 };
 
 // The protocol's create object for the scenario's sandbox: template, limits, egress, backend
 // (when asked) and hosts (the fixtures that serve the scenario's service names).
 nlohmann::json BuildCreateRequest(const Scenario& scenario, const RunnerOptions& options);
+// The same for any sandbox template (a task's own); trust, tenant, tool, env and secrets are
+// sent when set. The template's backend wins over --backend.
+nlohmann::json BuildCreateRequest(const SandboxTemplate& sandbox, const RunnerOptions& options);
+// A copy of a create request fit for a report: secret values replaced by "<redacted>".
+nlohmann::json RedactSecrets(nlohmann::json request);
 
 class Runner {
  public:
@@ -46,16 +55,31 @@ class Runner {
                 const std::string& sandbox, const std::string& cmd, double timeout_s, Step* out);
   bool OpStep(ScenarioRun& run, const std::string& label, const std::string& phase,
               const std::string& sandbox, bool revert, Step* out);
+  // `abort_on_failure` false: a failed create is recorded in `out` only (a refusal the check
+  // allows), not as the scenario's abort_error.
   bool CreateStep(ScenarioRun& run, const std::string& label, const std::string& phase,
-                  const nlohmann::json& request, Step* out, std::string* id);
+                  const nlohmann::json& request, Step* out, std::string* id,
+                  bool abort_on_failure = true);
   bool RunTask(ScenarioRun& run, TaskRecord& rec, size_t index);
-  bool Calibrate(ScenarioRun& run, TaskRecord& rec);
+  // The task's calls in `sandbox` (the scenario's or the task's own).
+  bool RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const std::string& sandbox,
+                 const nlohmann::json& request);
+  bool Calibrate(ScenarioRun& run, TaskRecord& rec, const nlohmann::json& request);
+  // Why the task cannot run here ("" = it can): a backend the target lacks, or a
+  // {{harness.NAME}} value this run does not have or cannot use against this target.
+  std::string CannotRun(const TaskSpec& task) const;
+  // kind `expect`: the follow-up command (then) and the host process scan (host_absent).
+  bool ThenStep(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);
+  void HostScan(TaskRecord& rec, const std::string& after);
 
   Target& target_;
   const TargetInfo& info_;
   RunnerOptions options_;
   LiveLog& log_;
-  size_t gateway_seen_ = 0;  // decisions of the scenario's sandbox already attributed to a task
+  size_t gateway_seen_ = 0;
+  nlohmann::json
+      scenario_request_;  // the scenario sandbox's create request (not redacted)  // decisions of
+                          // the scenario's sandbox already attributed to a task
 };
 
 }  // namespace sandcheck

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <regex>
 
 #include "json_strict.h"
@@ -75,8 +76,171 @@ sbx::Status ReadVariables(const json* vars, const std::map<std::string, std::str
 
 namespace {
 
+const std::set<std::string>& ExecStatuses() {
+  static const std::set<std::string> k = {"ok", "timeout", "resource_exceeded", "tool_error",
+                                          "sandbox_unavailable"};
+  return k;
+}
+
+// Where an expectation of the `expect` kind sits: the task's own, its `then` command's, or one
+// alternative of `any_of`. They share one vocabulary; some keys belong to one level only.
+enum class ExpectLevel { kTask, kThen, kAlternative };
+
+// Reads an expectation object (docs/scenarios.md, kind `expect`) into its normalised form: every
+// key present, lists for "string or list", defaults filled in.
+sbx::StatusOr<json> ReadExpectation(const json& in, const std::string& path, ExpectLevel level) {
+  ObjectReader r(in, path);
+  json out = json::object();
+  std::string first_error;
+  auto fail = [&](const std::string& key, const std::string& message) {
+    if (first_error.empty()) first_error = fmt::format("{}.{}: {}", path, key, message);
+  };
+  // A string or a list of strings, as a list.
+  auto strings = [&](const char* key) {
+    json list = json::array();
+    if (in.is_object() && in.contains(key)) {
+      r.Ignore(key);
+      const json& v = in[key];
+      if (v.is_string()) {
+        list.push_back(v);
+      } else if (v.is_array() &&
+                 std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_string(); })) {
+        list = v;
+      } else {
+        fail(key, "expected a string or a list of strings");
+      }
+    }
+    out[key] = list;
+    return list;
+  };
+  bool has_any_of = in.is_object() && in.contains("any_of");
+  json status = strings("status");
+  if (status.empty() && level != ExpectLevel::kAlternative && !has_any_of) status = {"ok"};
+  for (const auto& st : status) {
+    if (!ExecStatuses().count(st.get<std::string>())) {
+      fail("status", fmt::format("'{}' is not one of ok, timeout, resource_exceeded, tool_error, "
+                                 "sandbox_unavailable",
+                                 st.get<std::string>()));
+    }
+  }
+  out["status"] = status;
+  out["state"] = r.String("state", "");
+  if (out["state"] != "" && out["state"] != "RUNNING" && out["state"] != "CRASHED")
+    fail("state", "RUNNING, CRASHED or \"\" (any)");
+  out["exit"] = nullptr;
+  if (in.is_object() && in.contains("exit")) {
+    r.Ignore("exit");
+    if (in["exit"].is_number_integer())
+      out["exit"] = in["exit"];
+    else if (!in["exit"].is_null())
+      fail("exit", "expected an integer (or null: not checked)");
+  }
+  out["exit_nonzero"] = r.Bool("exit_nonzero", false);
+  if (!out["exit"].is_null() && out["exit_nonzero"].get<bool>())
+    fail("exit_nonzero", "give exit or exit_nonzero, not both");
+  for (const char* key :
+       {"stdout_contains", "stdout_not_contains", "stderr_contains", "output_not_contains"}) {
+    strings(key);
+  }
+  for (const char* key :
+       {"stdout_matches", "stdout_not_matches", "output_matches", "output_not_matches"}) {
+    for (const auto& re : strings(key)) {
+      try {
+        std::regex check(re.get<std::string>(), std::regex::ECMAScript);
+      } catch (const std::regex_error& e) {
+        fail(key, fmt::format("'{}' is not a valid regex: {}", re.get<std::string>(), e.what()));
+      }
+    }
+  }
+  out["stdout_equals"] = nullptr;
+  if (in.is_object() && in.contains("stdout_equals")) {
+    r.Ignore("stdout_equals");
+    if (in["stdout_equals"].is_string())
+      out["stdout_equals"] = in["stdout_equals"];
+    else if (!in["stdout_equals"].is_null())
+      fail("stdout_equals", "expected a string");
+  }
+  out["json"] = json::object();
+  if (const json* j = r.Object("json")) {
+    for (auto it = j->begin(); it != j->end(); ++it) {
+      const std::string& ptr = it.key();
+      try {
+        json::json_pointer check(ptr);
+      } catch (const json::exception& e) {
+        fail("json", fmt::format("'{}' is not a JSON pointer (RFC 6901): {}", ptr, e.what()));
+      }
+      const json& v = it.value();
+      if (v.is_object()) {
+        if (v.empty()) fail("json", fmt::format("'{}': give min and/or max", ptr));
+        for (auto b = v.begin(); b != v.end(); ++b) {
+          if ((b.key() != "min" && b.key() != "max") || !b.value().is_number()) {
+            fail("json",
+                 fmt::format("'{}': a bound object holds numbers \"min\" and/or \"max\"", ptr));
+          }
+        }
+      } else if (v.is_array()) {
+        fail("json", fmt::format("'{}': expected a scalar or {{\"min\",\"max\"}}", ptr));
+      }
+    }
+    out["json"] = *j;
+  }
+  out["max_seconds"] = r.Number("max_seconds", 0);
+  if (out["max_seconds"].get<double>() < 0) fail("max_seconds", "must be >= 0 (0 = none)");
+  if (level == ExpectLevel::kThen) {
+    out["command"] = r.String("command", "", Required::kYes);
+    out["after_revert"] = r.Bool("after_revert", false);
+    out["timeout_s"] = r.Number("timeout_s", 20);
+    if (in.is_object() && in.contains("command") && out["command"] == "") fail("command", "empty");
+    if (out["timeout_s"].get<double>() <= 0) fail("timeout_s", "must be > 0");
+  }
+  if (level == ExpectLevel::kTask) {
+    strings("backend_in");
+    strings("answer_has");
+    out["may_refuse"] = r.Bool("may_refuse", false);
+    out["then"] = nullptr;
+    if (const json* then = r.Object("then")) {
+      auto t = ReadExpectation(*then, path + ".then", ExpectLevel::kThen);
+      if (!t.ok()) return t.status();
+      out["then"] = *t;
+    }
+    out["any_of"] = json::array();
+    if (const json* alts = r.Array("any_of")) {
+      if (alts->size() < 2) fail("any_of", "give at least two alternatives");
+      for (size_t i = 0; i < alts->size(); ++i) {
+        auto a = ReadExpectation((*alts)[i], fmt::format("{}.any_of[{}]", path, i),
+                                 ExpectLevel::kAlternative);
+        if (!a.ok()) return a.status();
+        out["any_of"].push_back(*a);
+      }
+    }
+    out["host_absent"] = nullptr;
+    if (const json* h = r.Object("host_absent")) {
+      ObjectReader hr(*h, path + ".host_absent");
+      std::string process = hr.String("process", "", Required::kYes);
+      std::string after = hr.String("after", "task");
+      bool required = hr.Bool("required", false);
+      double wait_s = hr.Number("wait_s", 2);
+      RETURN_IF_ERROR(hr.Finish());
+      if (process.size() < 8) {
+        fail("host_absent.process",
+             "at least 8 characters (it is matched against every process "
+             "of the host)");
+      }
+      if (after != "task" && after != "destroy") fail("host_absent.after", "'task' or 'destroy'");
+      if (wait_s < 0 || wait_s > 30) fail("host_absent.wait_s", "0..30");
+      out["host_absent"] = {
+          {"process", process}, {"after", after}, {"required", required}, {"wait_s", wait_s}};
+    }
+  }
+  RETURN_IF_ERROR(r.Finish());
+  if (!first_error.empty()) return sbx::InvalidArgument(first_error);
+  return out;
+}
+
 // Validates params against the kind's spec and fills defaults.
 sbx::StatusOr<json> ReadParams(const KindSpec& kind, const json* params, const std::string& path) {
+  if (kind.kind == "expect")
+    return ReadExpectation(params ? *params : json::object(), path, ExpectLevel::kTask);
   json in = params ? *params : json::object();
   json out = json::object();
   ObjectReader r(in, path);
@@ -156,12 +320,17 @@ sbx::StatusOr<CheckSpec> ReadCheck(const json& j, const std::string& path, const
   return c;
 }
 
-sbx::Status ReadSandbox(const json* j, Scenario* s) {
-  if (!j) return sbx::Status::Ok();
-  ObjectReader r(*j, "sandbox");
-  s->sandbox.template_name = r.String("template", "sandbox");
+// Reads a sandbox object into `t`: the keys given replace t's (a task's own sandbox starts from
+// the scenario's); the keys not given stay as they are.
+sbx::Status ReadSandboxInto(const json& j, const std::string& path, SandboxTemplate* t) {
+  ObjectReader r(j, path);
+  t->template_name = r.String("template", t->template_name);
+  t->backend = r.String("backend", t->backend);
+  t->trust = r.String("trust", t->trust);
+  t->tenant = r.String("tenant", t->tenant);
+  t->tool = r.String("tool", t->tool);
   if (const json* limits = r.Object("limits")) {
-    ObjectReader lr(*limits, "sandbox.limits");
+    ObjectReader lr(*limits, path + ".limits");
     json out = json::object();
     for (const char* k : {"cpu_millicores", "memory_bytes", "pids", "disk_bytes", "fds"}) {
       int64_t v = lr.Integer(k, 0);
@@ -169,14 +338,14 @@ sbx::Status ReadSandbox(const json* j, Scenario* s) {
       if (v > 0) out[k] = v;
     }
     RETURN_IF_ERROR(lr.Finish());
-    s->sandbox.limits = out;
+    t->limits = out;
   }
   if (const json* egress = r.Object("egress")) {
-    ObjectReader er(*egress, "sandbox.egress");
+    ObjectReader er(*egress, path + ".egress");
     json rules = json::array();
     if (const json* arr = er.Array("rules")) {
       for (size_t i = 0; i < arr->size(); ++i) {
-        std::string p = fmt::format("sandbox.egress.rules[{}]", i);
+        std::string p = fmt::format("{}.egress.rules[{}]", path, i);
         ObjectReader rr((*arr)[i], p);
         std::string kind = rr.String("kind", "", Required::kYes);
         auto hosts = rr.StringList("hosts", Required::kYes);
@@ -195,17 +364,57 @@ sbx::Status ReadSandbox(const json* j, Scenario* s) {
       }
     }
     RETURN_IF_ERROR(er.Finish());
-    s->sandbox.egress = {{"rules", rules}};
+    t->egress = {{"rules", rules}};
   }
-  s->sandbox.services = r.StringMap("services");
+  if (r.Has("services")) t->services = r.StringMap("services");
+  if (r.Has("env")) t->env = r.StringMap("env");
+  if (r.Has("secrets")) t->secrets = r.StringMap("secrets");
   RETURN_IF_ERROR(r.Finish());
-  for (const auto& [name, fixture] : s->sandbox.services) {
+  for (const auto& [name, fixture] : t->services) {
     if (fixture != "mirror") {
       return sbx::InvalidArgument(
-          fmt::format("sandbox.services.{}: unknown fixture '{}' (known: mirror)", name, fixture));
+          fmt::format("{}.services.{}: unknown fixture '{}' (known: mirror)", path, name, fixture));
+    }
+  }
+  static const std::set<std::string> kTrust = {"", "first_party", "verified", "untrusted",
+                                               "unverified"};
+  if (!kTrust.count(t->trust)) {
+    return sbx::InvalidArgument(fmt::format(
+        "{}.trust: '{}' is not first_party, verified, untrusted or unverified", path, t->trust));
+  }
+  for (const auto* m : {&t->env, &t->secrets}) {
+    for (const auto& [k, v] : *m) {
+      if (!MatchesName(k, "^[A-Za-z_][A-Za-z0-9_]*$")) {
+        return sbx::InvalidArgument(fmt::format("{}.{}: '{}' is not an environment variable name",
+                                                path, m == &t->env ? "env" : "secrets", k));
+      }
     }
   }
   return sbx::Status::Ok();
+}
+
+sbx::Status ReadSandbox(const json* j, Scenario* s) {
+  if (!j) return sbx::Status::Ok();
+  return ReadSandboxInto(*j, "sandbox", &s->sandbox);
+}
+
+// The {{harness.NAME}} references in any string (or key) of `j`.
+void CollectHarnessRefs(const json& j, std::set<std::string>* out) {
+  static const std::regex kRef(R"(\{\{harness\.([a-z_]+)\}\})");
+  auto scan = [&](const std::string& text) {
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), kRef);
+         it != std::sregex_iterator(); ++it) {
+      out->insert((*it)[1].str());
+    }
+  };
+  if (j.is_string()) {
+    scan(j.get<std::string>());
+  } else if (j.is_array() || j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (j.is_object()) scan(it.key());
+      CollectHarnessRefs(it.value(), out);
+    }
+  }
 }
 
 }  // namespace
@@ -231,10 +440,91 @@ const std::vector<KindSpec>& CheckKinds() {
        {{"recover_command", VT::string, false, "echo ok"},
         {"recover_stdout", VT::string, false, "ok"}}},
       {"exit_ok", true, {{"stdout_contains", VT::string, false, ""}}},
+      // The general kind: what the exec answer, its output and (optionally) a follow-up command
+      // must show. Lists accept a string too; see ReadExpectation and docs/scenarios.md.
+      {"expect",
+       true,
+       {{"status", VT::array, false, json::array({"ok"})},
+        {"state", VT::string, false, ""},
+        {"exit", VT::number_integer, false, nullptr},
+        {"exit_nonzero", VT::boolean, false, false},
+        {"stdout_contains", VT::array, false, json::array()},
+        {"stdout_not_contains", VT::array, false, json::array()},
+        {"stderr_contains", VT::array, false, json::array()},
+        {"output_not_contains", VT::array, false, json::array()},
+        {"stdout_equals", VT::string, false, nullptr},
+        {"stdout_matches", VT::array, false, json::array()},
+        {"stdout_not_matches", VT::array, false, json::array()},
+        {"output_matches", VT::array, false, json::array()},
+        {"output_not_matches", VT::array, false, json::array()},
+        {"json", VT::object, false, json::object()},
+        {"max_seconds", VT::number_float, false, 0.0},
+        {"backend_in", VT::array, false, json::array()},
+        {"answer_has", VT::array, false, json::array()},
+        {"may_refuse", VT::boolean, false, false},
+        {"then", VT::object, false, nullptr},
+        {"any_of", VT::array, false, json::array()},
+        {"host_absent", VT::object, false, nullptr}}},
       {"clean_after_revert", false, {{"expect_files", VT::number_integer, false, 0}}},
       {"revert_measured", false, {}},
   };
   return kKinds;
+}
+
+const std::vector<HarnessValueSpec>& HarnessValueSpecs() {
+  static const std::vector<HarnessValueSpec> kValues = {
+      {"pid", true, "the harness's own process id (a process the sandbox must not see)"},
+      {"canary_tmp", true,
+       "path of a world-readable file the harness plants in its host's /tmp for the run"},
+      {"canary_var_tmp", true, "the same in its host's /var/tmp"},
+      {"canary_content", true, "what the canary files hold (random per run)"},
+      {"token", false, "random hex, new for every run"},
+      {"token_number", false, "a random 7-digit number, new for every run"},
+      {"mirror_addr", false,
+       "ADDR:PORT of the mirror fixture (the service behind the scenario's services), if any"},
+  };
+  return kValues;
+}
+
+const HarnessValueSpec* FindHarnessValue(std::string_view name) {
+  for (const auto& v : HarnessValueSpecs()) {
+    if (name == v.name) return &v;
+  }
+  return nullptr;
+}
+
+std::string SubstituteHarness(const std::string& in,
+                              const std::map<std::string, std::string>& values) {
+  std::string out;
+  size_t pos = 0;
+  static constexpr std::string_view kOpen = "{{harness.";
+  while (true) {
+    size_t open = in.find(kOpen, pos);
+    size_t close = open == std::string::npos ? open : in.find("}}", open);
+    if (close == std::string::npos) break;
+    std::string name = in.substr(open + kOpen.size(), close - open - kOpen.size());
+    auto it = values.find(name);
+    out += in.substr(pos, open - pos);
+    out += it == values.end() ? in.substr(open, close + 2 - open) : it->second;
+    pos = close + 2;
+  }
+  return out + in.substr(pos);
+}
+
+void SubstituteHarness(json& j, const std::map<std::string, std::string>& values) {
+  if (j.is_string()) {
+    j = SubstituteHarness(j.get<std::string>(), values);
+  } else if (j.is_array()) {
+    for (auto& x : j) SubstituteHarness(x, values);
+  } else if (j.is_object()) {
+    json out = json::object();
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      json v = it.value();
+      SubstituteHarness(v, values);
+      out[SubstituteHarness(it.key(), values)] = std::move(v);
+    }
+    j = std::move(out);
+  }
 }
 
 const KindSpec* FindKind(std::string_view kind) {
@@ -273,6 +563,19 @@ sbx::Status SubstituteVariables(json& j, const std::map<std::string, std::string
         return sbx::InvalidArgument(fmt::format("{}: unterminated '{{{{' in \"{}\"", where, in));
       }
       std::string name = in.substr(open + 2, close - open - 2);
+      if (name.rfind("harness.", 0) == 0) {
+        // Known only when the task runs (HarnessValueSpecs): left for the runner.
+        if (!FindHarnessValue(std::string_view(name).substr(8))) {
+          std::vector<std::string> known;
+          for (const auto& v : HarnessValueSpecs())
+            known.push_back(std::string("harness.") + v.name);
+          return sbx::InvalidArgument(fmt::format("{}: unknown harness value '{}' (known: {})",
+                                                  where, name, Join(known, ", ")));
+        }
+        out += in.substr(pos, close + 2 - pos);
+        pos = close + 2;
+        continue;
+      }
       auto it = values.find(name);
       if (it == values.end()) {
         std::vector<std::string> declared;
@@ -385,7 +688,16 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
     t.command = tr.String("command", "", Required::kYes);
     t.timeout_s = tr.Number("timeout_s", 20);
     const json* check = tr.Object("check");
+    const json* own_sandbox = tr.Object("sandbox");
+    if (tr.Has("revert")) t.revert = tr.Bool("revert", true);
     if (sbx::Status st = tr.Finish(); !st.ok()) return wrap(st);
+    if (own_sandbox) {
+      SandboxTemplate sb = s.sandbox;
+      if (sbx::Status st = ReadSandboxInto(*own_sandbox, path + ".sandbox", &sb); !st.ok())
+        return wrap(st);
+      t.sandbox = std::move(sb);
+    }
+    CollectHarnessRefs((*tasks)[i], &t.harness_values);
     if (!MatchesName(t.id, "^[a-z0-9][a-z0-9-]*$")) {
       return wrap(
           sbx::InvalidArgument(fmt::format("{}.id: '{}' is not [a-z0-9][a-z0-9-]*", path, t.id)));
@@ -401,6 +713,25 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
       if (!c.ok()) return wrap(c.status());
       c->task_id = t.id;
       if (sbx::Status st = add_check(*c, path + ".check"); !st.ok()) return wrap(st);
+      if (c->kind == "expect") {
+        const json& p = c->params;
+        bool own = t.sandbox.has_value();
+        bool reverts = t.revert.value_or(s.after_each.revert);
+        if (p["may_refuse"].get<bool>() && !own) {
+          return wrap(sbx::InvalidArgument(
+              path + ".check.params.may_refuse: only for a task with a sandbox of its own"));
+        }
+        if (p["host_absent"].is_object() && p["host_absent"]["after"] == "destroy" && !own) {
+          return wrap(sbx::InvalidArgument(
+              path +
+              ".check.params.host_absent.after: 'destroy' needs a task with a sandbox of "
+              "its own (the scenario's sandbox is destroyed after all tasks)"));
+        }
+        if (p["then"].is_object() && p["then"]["after_revert"].get<bool>() && !reverts) {
+          return wrap(sbx::InvalidArgument(
+              path + ".check.params.then.after_revert: the task does not revert"));
+        }
+      }
       t.check = std::move(*c);
     }
     s.tasks.push_back(std::move(t));

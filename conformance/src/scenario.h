@@ -38,18 +38,46 @@ struct CheckSpec {
   std::string task_id;                     // "" for scenario-level checks
 };
 
-struct TaskSpec {
-  std::string id, label, tries, command;
-  double timeout_s = 20;
-  std::optional<CheckSpec> check;
-};
-
 struct SandboxTemplate {
   std::string template_name = "sandbox";
   nlohmann::json limits = nlohmann::json::object();  // adapter protocol v1 "limits"
   nlohmann::json egress = {{"rules", nlohmann::json::array()}};
   std::map<std::string, std::string> services;  // name → fixture ("mirror")
+  // Optional fields of the protocol's create object ("" / empty = not sent). `backend` here
+  // wins over --backend (a task that needs one backend names it).
+  std::string backend, trust, tenant, tool;
+  std::map<std::string, std::string> env, secrets;
 };
+
+struct TaskSpec {
+  std::string id, label, tries, command;
+  double timeout_s = 20;
+  std::optional<CheckSpec> check;
+  // A sandbox of the task's own: created (fresh) before the task, destroyed after it. Fields the
+  // task does not give are the scenario's.
+  std::optional<SandboxTemplate> sandbox;
+  std::optional<bool> revert;  // overrides after_each_task.revert for this task
+  // {{harness.NAME}} values the task refers to (command, check, own sandbox); see HarnessValue.
+  std::set<std::string> harness_values;
+};
+
+// Values only the harness knows at run time, referred to as {{harness.NAME}} in a task's
+// command, its check's params or its own sandbox: substituted when the task runs. A task that
+// uses a `local_only` value runs only against a target on the harness's own host (else it is
+// skipped with the reason); a value the run does not have (e.g. mirror_addr under --mirror
+// none) skips the task too.
+struct HarnessValueSpec {
+  const char* name;
+  bool local_only;
+  const char* description;
+};
+const std::vector<HarnessValueSpec>& HarnessValueSpecs();
+const HarnessValueSpec* FindHarnessValue(std::string_view name);
+// Replaces {{harness.NAME}} in every string (and key) of `j` with `values[NAME]`; names that
+// `values` lacks are left as they are.
+void SubstituteHarness(nlohmann::json& j, const std::map<std::string, std::string>& values);
+std::string SubstituteHarness(const std::string& s,
+                              const std::map<std::string, std::string>& values);
 
 struct AfterEachTask {
   bool revert = true;

@@ -117,8 +117,8 @@ sbx::StatusOr<ExecAnswer> Target::RunPooled(const json& /*request*/, const std::
       Kind()));
 }
 
-sbx::StatusOr<Target::OrphanSweep> Target::MeasureOrphanSweep(int /*samples*/,
-                                                              int /*sandboxes*/) {
+sbx::StatusOr<Target::OrphanSweep> Target::MeasureOrphanSweep(int /*samples*/, int /*sandboxes*/,
+                                                              const std::string& /*backend*/) {
   return sbx::Unsupported(fmt::format(
       "the {} driver cannot kill the target's runtime and watch its reaper (only the reference "
       "runtime in process, or an adapter listing the feature orphan_sweep)",

@@ -85,7 +85,9 @@ class Target {
     std::string clock = "harness";  // "target" when the target measured it itself
     nlohmann::json evidence = nlohmann::json::object();
   };
-  virtual sbx::StatusOr<OrphanSweep> MeasureOrphanSweep(int samples, int sandboxes);
+  // `backend`: where the killed runtime's sandboxes live ("" = the target's choice).
+  virtual sbx::StatusOr<OrphanSweep> MeasureOrphanSweep(int samples, int sandboxes,
+                                                        const std::string& backend);
 };
 
 struct TargetOptions {

@@ -14,7 +14,28 @@
 //   no-isolation            runs "on the host": every name resolves and connects, IPs connect,
 //                           no limits, no gateway (and no egress.log)
 //   garbage@OP hang@OP exit@OP   the adapter misbehaves for OP (prints garbage, hangs, exits 3)
-// $SIM_FEATURES replaces the features `info` lists; $SIM_STATE_DIR holds the sandboxes;
+// Isolation and limits (scenarios isolation, limits, failure, backends; each names what it
+// breaks in tests/e2e/test_sandcheck_isolation.py):
+//   shared-tmp              /tmp is one directory for all sandboxes (FS-4)
+//   writable-system         /, /usr, /etc, /bin are writable (FS-2)
+//   host-pid-ns             the sandbox sees the host's processes (FS-3)
+//   empty-policy-open       no egress rules = everything open (SNAP-5)
+//   no-disk-limit, disk-full-as-ok, disk-not-reclaimed   RES-3: no quota / the breach reported
+//                           as ok / the space not given back by revert
+//   no-pids-limit, pids-breach-crashes   RES-4: no pids.max / a breach ends the sandbox (legal)
+//   no-fd-limit             RLIMIT_NOFILE not applied (RES-6)
+//   timeout-no-term         SIGKILL without SIGTERM first (RES-5)
+//   timeout-leaves-orphans  a setsid'd grandchild survives the timeout — for real, as a host
+//                           process (`timeout 20 sleep N`), killed at destroy (RES-5, FAIL-4)
+//   destroy-leaves-processes  destroy does not kill what the sandbox started (LC-7)
+//   env-ignored             create's env is not applied (LC-3)
+//   secrets-on-disk         create writes the secrets into the sandbox's /run (LC-4)
+//   secrets-leak-across     every sandbox sees every secret ever given (LC-8)
+//   no-diagnostics          stderr is never collected (LC-6, FAIL-2)
+//   no-stages               exec answers carry no stage timings (LC-1)
+//   trust-ignored           an untrusted sandbox runs on the backend it asked for (SEL-6)
+// $SIM_FEATURES replaces the features `info` lists; $SIM_BACKENDS the backends (default sim;
+// the first is the default); $SIM_STATE_DIR holds the sandboxes;
 // $SIM_CPU_SECONDS_PER_MILLION scales sbx-cpu's emulated work (default 1/600).
 #pragma once
 
@@ -26,6 +47,7 @@
 namespace sim {
 
 struct Sandbox {
+  std::string root;     // the state directory of all sandboxes
   std::string dir;      // state of this sandbox
   std::string work;     // its /work
   nlohmann::json spec;  // the create request
@@ -41,6 +63,10 @@ struct ExecOut {
 
 // Interprets `cmd` (sh -c syntax: ';', '&&', '||', one known pipeline) in the sandbox.
 ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s);
+
+// Kills the host processes the sandbox started for real (timeout-leaves-orphans and the
+// destroy check): their process groups are listed in DIR/orphans.
+void KillOrphans(const Sandbox& sb);
 
 // Appends a gateway decision to the sandbox's log.
 void LogDecision(const Sandbox& sb, const std::string& protocol, const std::string& destination,

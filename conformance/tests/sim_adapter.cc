@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -57,7 +58,8 @@ void Spit(const std::string& path, const std::string& text) {
 sim::Sandbox Load(const json& in, const std::set<std::string>& faults) {
   if (!in.contains("sandbox") || !in["sandbox"].is_string()) Die("no \"sandbox\" in the request");
   sim::Sandbox sb;
-  sb.dir = StateDir() + "/" + in["sandbox"].get<std::string>();
+  sb.root = StateDir();
+  sb.dir = sb.root + "/" + in["sandbox"].get<std::string>();
   if (!fs::is_directory(sb.dir)) Die("no sandbox " + in["sandbox"].get<std::string>());
   sb.work = sb.dir + "/work";
   sb.spec = json::parse(Slurp(sb.dir + "/spec.json"));
@@ -66,11 +68,29 @@ sim::Sandbox Load(const json& in, const std::set<std::string>& faults) {
   return sb;
 }
 
+std::vector<std::string> ListEnv(const char* name, std::vector<std::string> def) {
+  const char* env = std::getenv(name);
+  if (!env) return def;
+  std::vector<std::string> out;
+  std::stringstream ss(env);
+  std::string f;
+  while (std::getline(ss, f, ',')) {
+    if (!f.empty()) out.push_back(f);
+  }
+  return out;
+}
+
+std::vector<std::string> Backends() { return ListEnv("SIM_BACKENDS", {"sim"}); }
+
 json Info(const std::set<std::string>& faults) {
-  std::vector<std::string> features = {"egress",     "egress.log",    "revert", "destroy",
-                                       "limits.cpu", "limits.memory", "timeout"};
-  if (faults.count("no-isolation"))
-    features = {"egress", "revert", "destroy", "limits.cpu", "limits.memory"};
+  std::vector<std::string> features = {"egress",     "egress.log",    "revert",      "destroy",
+                                       "limits.cpu", "limits.memory", "limits.pids", "limits.disk",
+                                       "limits.fds", "timeout",       "secrets",     "trust"};
+  // Claims everything, enforces nothing (and has no gateway log).
+  if (faults.count("no-isolation")) {
+    features = {"egress",      "revert",      "destroy",    "limits.cpu", "limits.memory",
+                "limits.pids", "limits.disk", "limits.fds", "timeout",    "secrets"};
+  }
   if (const char* env = std::getenv("SIM_FEATURES")) {
     features.clear();
     std::stringstream ss(env);
@@ -81,7 +101,7 @@ json Info(const std::set<std::string>& faults) {
   }
   return {{"name", "sim"},
           {"version", "1.0-test-double"},
-          {"backends", {"sim"}},
+          {"backends", Backends()},
           {"features", features}};
 }
 
@@ -115,11 +135,48 @@ int main(int argc, char** argv) {
   if (op == "info") {
     out = Info(faults);
   } else if (op == "create") {
+    std::vector<std::string> backends = Backends();
+    auto offered = [&](const std::string& b) {
+      return std::find(backends.begin(), backends.end(), b) != backends.end();
+    };
+    std::string backend = in.value("backend", backends.front());
+    if (!offered(backend)) Die("backend " + backend + " is not offered");
+    // SEL-6: untrusted or unverified code runs on gvisor or microvm, or not at all.
+    std::string trust = in.value("trust", "first_party");
+    if ((trust == "untrusted" || trust == "unverified") && backend != "gvisor" &&
+        backend != "microvm" && !faults.count("trust-ignored")) {
+      if (offered("gvisor")) {
+        backend = "gvisor";
+      } else if (offered("microvm")) {
+        backend = "microvm";
+      } else {
+        std::cout << json{{"error",
+                           {{"code", "sandbox_unavailable"},
+                            {"message", "untrusted code needs gvisor or microvm"}}}}
+                         .dump()
+                  << "\n";
+        return 1;
+      }
+    }
+    in["backend"] = backend;
     std::random_device rd;
     char id[32];
     std::snprintf(id, sizeof id, "sim-%08x", rd());
     std::string dir = StateDir() + "/" + id;
     fs::create_directories(dir + "/work");
+    fs::create_directories(dir + "/root/tmp");
+    if (faults.count("secrets-on-disk") && in.contains("secrets")) {
+      fs::create_directories(dir + "/root/run");
+      std::string text;
+      for (const auto& [k, v] : in["secrets"].items())
+        text += k + "=" + v.get<std::string>() + "\n";
+      Spit(dir + "/root/run/secrets.env", text);
+    }
+    if (faults.count("secrets-leak-across") && in.contains("secrets")) {
+      std::ofstream leak(StateDir() + "/leaked-secrets.env", std::ios::app);
+      for (const auto& [k, v] : in["secrets"].items())
+        leak << k << "=" << v.get<std::string>() << "\n";
+    }
     Spit(dir + "/spec.json", in.dump());
     Spit(dir + "/state", "RUNNING");
     Spit(dir + "/gateway.jsonl", "");
@@ -135,18 +192,36 @@ int main(int argc, char** argv) {
       r = sim::Interpret(sb, cmd, timeout);
       if (r.state == "CRASHED") Spit(sb.dir + "/state", "CRASHED");
     }
-    out = {{"status", r.status}, {"state", r.state}, {"exit", r.exit},
-           {"stdout", r.out},    {"stderr", r.err},  {"seconds", Seconds(t0)}};
+    if (faults.count("no-diagnostics")) r.err.clear();
+    out = {{"status", r.status},
+           {"state", r.state},
+           {"exit", r.exit},
+           {"stdout", r.out},
+           {"stderr", r.err},
+           {"seconds", Seconds(t0)},
+           {"backend", sb.spec.value("backend", "sim")}};
+    if (!faults.count("no-stages")) {
+      double s = Seconds(t0);
+      out["stages"] = {{"allocate", 0.0}, {"initialize", 0.0}, {"inject_context", 0.0},
+                       {"execute", s},    {"collect", 0.0},    {"destroy", -1.0},
+                       {"cleanup", -1.0}};
+    }
   } else if (op == "revert") {
     sim::Sandbox sb = Load(in, faults);
     if (!faults.count("never-revert")) {
       fs::remove_all(sb.work);
       fs::create_directories(sb.work);
+      fs::remove_all(sb.dir + "/root/tmp");
+      fs::create_directories(sb.dir + "/root/tmp");
+      sim::KillOrphans(sb);
+      fs::remove(sb.dir + "/procs");
+      if (!faults.count("disk-not-reclaimed")) fs::remove(sb.dir + "/disk_used");
     }
     Spit(sb.dir + "/state", "RUNNING");
     out = {{"seconds", Seconds(t0)}};
   } else if (op == "destroy") {
     sim::Sandbox sb = Load(in, faults);
+    if (!faults.count("destroy-leaves-processes")) sim::KillOrphans(sb);
     fs::remove_all(sb.dir);
     out = {{"seconds", Seconds(t0)}};
   } else if (op == "gateway_log") {

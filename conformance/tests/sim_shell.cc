@@ -1,13 +1,16 @@
 // TEST DOUBLE — see sim.h. Interprets the scenario's commands; emulates busybox's exact output.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -24,6 +27,71 @@ namespace sim {
 namespace {
 
 bool Has(const Sandbox& sb, const char* fault) { return sb.faults.count(fault) > 0; }
+
+json Limits(const Sandbox& sb) { return sb.spec.value("limits", json::object()); }
+int64_t Limit(const Sandbox& sb, const char* key) { return Limits(sb).value(key, int64_t{0}); }
+
+// Where an in-sandbox path lives for the emulation. /work is the sandbox's work directory;
+// other absolute paths are under the sandbox's own emulated root (DIR/root), except /tmp with
+// shared-tmp (one directory for all sandboxes). Under no-isolation the sandbox is the host:
+// reads see the host's real files, writes go to a shared stand-in of the host's /tmp.
+std::string FsPath(const Sandbox& sb, const std::string& path, bool for_write = false) {
+  std::string p = path.empty() || path[0] != '/' ? "/work/" + path : path;
+  if (p == "/work" || p.rfind("/work/", 0) == 0) return sb.work + p.substr(5);
+  bool tmp = p == "/tmp" || p.rfind("/tmp/", 0) == 0;
+  if (Has(sb, "no-isolation")) {
+    std::string stand_in = sb.root + "/host" + p;
+    if (for_write || fs::exists(stand_in)) return stand_in;
+    return p;  // the host's real file
+  }
+  if (tmp && Has(sb, "shared-tmp")) return sb.root + "/shared" + p;
+  return sb.dir + "/root" + p;
+}
+
+bool Writable(const Sandbox& sb, const std::string& path) {
+  if (Has(sb, "no-isolation") || Has(sb, "writable-system")) return true;
+  std::string p = path.empty() || path[0] != '/' ? "/work/" + path : path;
+  for (const char* w : {"/work", "/tmp"}) {
+    std::string d = w;
+    if (p == d || p.rfind(d + "/", 0) == 0) return true;
+  }
+  return false;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A real host process `timeout 20 sleep SECONDS` in a session of its own (so that the
+// harness's process scan has something to find), recorded for KillOrphans; and the emulated
+// process list that `ps` shows.
+void SpawnHostSleep(const Sandbox& sb, const std::string& seconds) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    int null = ::open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3; ++fd) ::dup2(null, fd);
+    ::execlp("timeout", "timeout", "20", "sleep", seconds.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  if (pid > 0) std::ofstream(sb.dir + "/orphans", std::ios::app) << pid << "\n";
+}
+
+void AddProcess(const Sandbox& sb, const std::string& args) {
+  std::ofstream(sb.dir + "/procs", std::ios::app) << args << "\n";
+}
+
+size_t HostProcessCount() {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (!name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) ++n;
+  }
+  return n;
+}
 
 bool IsIpLiteral(const std::string& h) {
   in_addr a;
@@ -97,6 +165,19 @@ Fetch Wget(Sandbox& sb, const std::string& url) {
   int port = m[2].matched ? std::atoi(m[2].str().c_str()) : 80;
   std::string dest = fmt::format("{}:{}", host, port);
   Fetch denied{1, "", "wget: server returned error: HTTP/1.1 403 Forbidden\n"};
+  bool open_policy = Has(sb, "empty-policy-open") &&
+                     sb.spec.value("egress", json::object()).value("rules", json::array()).empty();
+  if (open_policy) {
+    // No rules read as "no policy": names of the service directory and any address are reached.
+    auto hosts = sb.spec.value("hosts", json::object());
+    std::string addr =
+        hosts.contains(host) ? hosts[host].get<std::string>() : (m[2].matched ? dest : "");
+    int status = 0;
+    std::string body;
+    if (!addr.empty() && HttpGet(addr, host, path, &status, &body) && status == 200)
+      return {0, body, ""};
+    if (IsIpLiteral(host)) return {0, "<html>an outside host</html>\n", ""};
+  }
   if (IsIpLiteral(host)) {
     if (Has(sb, "no-network"))
       return {
@@ -140,7 +221,219 @@ std::vector<std::string> Words(const std::string& s) {
 
 void Sleep(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
-ExecOut Simple(Sandbox& sb, const std::string& text, int last_exit) {
+ExecOut Simple0(Sandbox& sb, const std::string& text, int last_exit);
+
+std::string ProbeJson(Sandbox& sb, const std::vector<std::string>& w) {
+  std::vector<std::string> reads, writes = {"/", "/usr", "/etc", "/tmp", "/work"};
+  for (size_t i = 1; i + 1 < w.size(); i += 2)
+    (w[i] == "--read" ? reads : writes).push_back(w[i + 1]);
+  bool host = Has(sb, "no-isolation");
+  json j = {{"uid", host ? 0 : 1000},       {"gid", host ? 0 : 1000},
+            {"pid", host ? ::getpid() : 2}, {"ppid", 1},
+            {"hostname", "sandbox"},        {"cwd", "/work"}};
+  j["procs_visible"] = host || Has(sb, "host-pid-ns") ? HostProcessCount() : 2;
+  json readable = json::object(), writable = json::object(), errors = json::object();
+  for (const auto& path : reads) {
+    bool ok = fs::exists(FsPath(sb, path));
+    if (path.rfind("/proc/", 0) == 0 && !host && !Has(sb, "host-pid-ns")) ok = false;
+    readable[path] = ok;
+    if (!ok) errors["read " + path] = "ENOENT";
+  }
+  for (const auto& dir : writes) {
+    bool ok = Writable(sb, dir);
+    writable[dir] = ok;
+    if (!ok) errors["write " + dir] = "EROFS";
+  }
+  j["readable"] = readable;
+  j["writable"] = writable;
+  j["errors"] = errors;
+  int64_t fds = Limit(sb, "fds");
+  if (fds == 0) fds = 1024;
+  if (Has(sb, "no-fd-limit") || host) fds = 1048576;
+  j["rlimit_nofile"] = {{"soft", fds}, {"hard", fds}};
+  j["interfaces"] = {"lo"};
+  return j.dump() + "\n";
+}
+
+ExecOut Simple(Sandbox& sb, const std::string& raw, int last_exit) {
+  // Redirections the scenarios use: "2>/dev/null" drops stderr, "1>&2" / ">&2" sends stdout to
+  // stderr, "> FILE" writes stdout to FILE.
+  std::string text = raw;
+  bool drop_err = false, to_err = false;
+  std::string out_file;
+  for (const char* r : {" 2>/dev/null", " 2>&1"}) {
+    for (size_t at; (at = text.find(r)) != std::string::npos;) {
+      if (std::string(r) == " 2>/dev/null") drop_err = true;
+      text.erase(at, std::strlen(r));
+    }
+  }
+  for (const char* r : {" 1>&2", " >&2"}) {
+    for (size_t at; (at = text.find(r)) != std::string::npos;) {
+      to_err = true;
+      text.erase(at, std::strlen(r));
+    }
+  }
+  std::smatch rm;
+  if (std::regex_search(text, rm, std::regex(R"(\s+>\s*(\S+)\s*$)"))) {
+    out_file = rm[1];
+    text = text.substr(0, static_cast<size_t>(rm.position(0)));
+  }
+  ExecOut r = [&]() -> ExecOut {
+    std::vector<std::string> w = Words(text);
+    ExecOut o;
+    if (w.empty()) return o;
+    const std::string& cmd = w[0];
+    if (std::regex_match(text, std::regex(R"(\s*sh -c 'kill -SEGV \$\$'\s*)"))) {
+      return {"ok", "RUNNING", 139, "", "Segmentation fault\n"};
+    }
+    if (cmd == "exit" && w.size() == 2) {
+      o.exit = w[1] == "$?" ? last_exit : std::atoi(w[1].c_str());
+      return o;
+    }
+    if (cmd == "true") return o;
+    if (cmd == "cat" && w.size() >= 2 && (w[1][0] == '/' || w.size() > 2)) {
+      for (size_t i = 1; i < w.size(); ++i) {
+        std::string path = FsPath(sb, w[i]);
+        if (!fs::is_regular_file(path)) {
+          o.err += fmt::format("cat: can't open '{}': No such file or directory\n", w[i]);
+          o.exit = 1;
+        } else {
+          o.out += Slurp(path);
+        }
+      }
+      return o;
+    }
+    if (cmd == "ls" && w.size() == 3 && w[1] == "-d") {
+      bool there = w[2].rfind("/proc/", 0) == 0
+                       ? (Has(sb, "no-isolation") || Has(sb, "host-pid-ns")) && fs::exists(w[2])
+                       : fs::exists(FsPath(sb, w[2]));
+      if (there) {
+        o.out = w[2] + "\n";
+      } else {
+        o.err = fmt::format("ls: {}: No such file or directory\n", w[2]);
+        o.exit = 1;
+      }
+      return o;
+    }
+    if (cmd == "sbx-probe") {
+      o.out = ProbeJson(sb, w);
+      return o;
+    }
+    if (cmd == "sbx-fdhog" && w.size() == 2) {
+      int64_t max = std::atoll(w[1].c_str()), fds = Limit(sb, "fds");
+      if (fds == 0) fds = 1024;
+      if (Has(sb, "no-fd-limit") || Has(sb, "no-isolation")) fds = 1048576;
+      if (max < fds - 3) {
+        o.out = fmt::format("opened {} fds\n", max);
+        o.exit = 1;
+      } else {
+        o.out = fmt::format("opened {} fds\nerror EMFILE errno 24: Too many open files\n", fds - 3);
+      }
+      return o;
+    }
+    if (cmd == "sbx-diskfill" && w.size() == 3) {
+      int64_t mib = std::atoll(w[2].c_str());
+      int64_t limit = Limit(sb, "disk_bytes") >> 20;
+      int64_t used = std::atoll(Slurp(sb.dir + "/disk_used").c_str());
+      bool limited = limit > 0 && !Has(sb, "no-disk-limit") && !Has(sb, "no-isolation");
+      if (limited && used + mib > limit) {
+        int64_t wrote = std::max<int64_t>(0, limit - used);
+        std::ofstream(sb.dir + "/disk_used") << limit;
+        std::ofstream(FsPath(sb, w[1], true)) << wrote << " MiB (emulated)\n";  // what got in
+        std::string told = fmt::format(
+            "wrote {} MiB\nerror ENOSPC errno 28: write: No space left on device\n", wrote);
+        if (Has(sb, "disk-full-as-ok")) return {"ok", "RUNNING", 1, told, ""};
+        return {"resource_exceeded", "CRASHED", -1, told, "disk quota exhausted\n"};
+      }
+      std::ofstream(sb.dir + "/disk_used") << used + mib;
+      std::ofstream(FsPath(sb, w[1], true)) << mib << " MiB (emulated)\n";
+      o.out = fmt::format("wrote {} MiB\n", mib);
+      return o;
+    }
+    if (cmd == "sbx-forkbomb" && w.size() == 5 && w[1] == "-n" && w[3] == "-t") {
+      int64_t n = std::atoll(w[2].c_str()), pids = Limit(sb, "pids");
+      bool limited = pids > 0 && !Has(sb, "no-pids-limit") && !Has(sb, "no-isolation");
+      if (limited && Has(sb, "pids-breach-crashes"))
+        return {"resource_exceeded", "CRASHED", -1, "", "pids limit reached\n"};
+      int64_t peak = limited ? std::min(n, pids - 2) : n;
+      Sleep(std::min(0.3, std::atof(w[4].c_str())));
+      o.out = json{{"peak_procs", peak},
+                   {"fork_failures", peak < n ? 137 : 0},
+                   {"max_procs", n},
+                   {"seconds", std::atoll(w[4].c_str())}}
+                  .dump() +
+              "\n";
+      return o;
+    }
+    if (cmd == "env" && w.size() == 1) {
+      o.out = "USER=sandbox\nHOME=/home/sandbox\nPATH=/usr/bin:/bin\nPWD=/work\n";
+      const json env = sb.spec.value("env", json::object());
+      const json secrets = sb.spec.value("secrets", json::object());
+      if (!Has(sb, "env-ignored")) {
+        for (const auto& [k, v] : env.items()) o.out += k + "=" + v.get<std::string>() + "\n";
+      }
+      for (const auto& [k, v] : secrets.items()) o.out += k + "=" + v.get<std::string>() + "\n";
+      if (Has(sb, "secrets-leak-across")) o.out += Slurp(sb.root + "/leaked-secrets.env");
+      return o;
+    }
+    if (cmd == "grep" && w.size() >= 4 && w[1] == "-rl") {
+      for (size_t i = 3; i < w.size(); ++i) {
+        std::string base = FsPath(sb, w[i]);
+        // Never walk the real host's directories (no-isolation reads them): only emulated ones.
+        if (base.rfind(sb.root + "/", 0) != 0 || !fs::is_directory(base)) continue;
+        std::error_code ec;
+        for (auto it = fs::recursive_directory_iterator(
+                 base, fs::directory_options::skip_permission_denied, ec);
+             !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+          if (it->is_regular_file() && Slurp(it->path()).find(w[2]) != std::string::npos)
+            o.out += w[i] + it->path().string().substr(base.size()) + "\n";
+        }
+      }
+      o.exit = o.out.empty() ? 1 : 0;
+      return o;
+    }
+    if (cmd == "ps") {
+      o.out = "PID   COMMAND\n    1 sim-init\n";
+      std::stringstream procs(Slurp(sb.dir + "/procs"));
+      int pid = 2;
+      for (std::string line; std::getline(procs, line);)
+        o.out += fmt::format("{:5} {}\n", pid++, line);
+      o.out += fmt::format("{:5} ps {}\n", pid, text.substr(3));
+      return o;
+    }
+    if (cmd == "echo") {
+      std::string line;
+      for (size_t i = 1; i < w.size(); ++i) {
+        std::string word =
+            std::regex_replace(w[i], std::regex(R"(\$\?)"), std::to_string(last_exit));
+        if (word.size() >= 2 && word.front() == '\'' && word.back() == '\'')
+          word = word.substr(1, word.size() - 2);
+        line += (i > 1 ? " " : "") + word;
+      }
+      o.out = line + "\n";
+      return o;
+    }
+    return Simple0(sb, text, last_exit);
+  }();
+  if (!out_file.empty()) {
+    if (!Writable(sb, out_file)) {
+      return {"ok", "RUNNING", 1, "",
+              fmt::format("sh: can't create {}: Read-only file system\n", out_file)};
+    }
+    std::string path = FsPath(sb, out_file, true);
+    fs::create_directories(fs::path(path).parent_path());
+    std::ofstream(path) << r.out;
+    r.out.clear();
+  }
+  if (to_err) {
+    r.err += r.out;
+    r.out.clear();
+  }
+  if (drop_err) r.err.clear();
+  return r;
+}
+
+ExecOut Simple0(Sandbox& sb, const std::string& text, int last_exit) {
   std::vector<std::string> w = Words(text);
   ExecOut r;
   if (w.empty()) return r;
@@ -245,7 +538,39 @@ void LogDecision(const Sandbox& sb, const std::string& protocol, const std::stri
   std::ofstream(sb.dir + "/gateway.jsonl", std::ios::app) << d.dump() << "\n";
 }
 
-ExecOut Interpret(Sandbox& sb, const std::string& cmd, double /*timeout_s*/) {
+void KillOrphans(const Sandbox& sb) {
+  std::stringstream ss(Slurp(sb.dir + "/orphans"));
+  for (std::string line; std::getline(ss, line);) {
+    pid_t pid = static_cast<pid_t>(std::atol(line.c_str()));
+    if (pid > 1) ::kill(-pid, SIGKILL);  // its own session and process group
+  }
+  fs::remove(sb.dir + "/orphans");
+}
+
+ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
+  std::smatch m;
+  // RES-5: a shell that traps SIGTERM and loops, with a setsid'd grandchild; killed at the
+  // timeout (SIGTERM first: the trap prints; then SIGKILL).
+  if (std::regex_match(
+          cmd, m,
+          std::regex(
+              R"(trap "echo got-term" TERM; setsid sleep ([0-9]+) & while :; do sleep 3; done)"))) {
+    SpawnHostSleep(sb, m[1]);
+    AddProcess(sb, "sleep " + m[1].str());
+    Sleep(timeout_s);
+    if (!Has(sb, "timeout-leaves-orphans")) {
+      KillOrphans(sb);
+      fs::remove(sb.dir + "/procs");
+    }
+    return {"timeout", "RUNNING", 137, Has(sb, "timeout-no-term") ? "" : "got-term\n", ""};
+  }
+  // LC-7: a process left running in the sandbox; destroy must end it.
+  if (std::regex_match(cmd, m,
+                       std::regex(R"(setsid sleep ([0-9]+) > /dev/null 2>&1 & echo started)"))) {
+    SpawnHostSleep(sb, m[1]);
+    AddProcess(sb, "sleep " + m[1].str());
+    return {"ok", "RUNNING", 0, "started\n", ""};
+  }
   // Split on ';', '&&', '||' (the scenario's commands hold no quotes).
   ExecOut total;
   int last = 0;

@@ -1,0 +1,170 @@
+"""End-to-end tests of the latency targets and the reproductions against the REAL reference
+runtime (root): `sandcheck run --scenario nfr` on a short sample (every target it can run is
+measured, NFR-5 by really killing a runtime with SIGKILL), `sandcheck gate` on that report, and
+smoke runs of `sandcheck reproduce throttle|revert|suspend` with tiny work, whose only timing
+assertion is a ratio measured in the same run (the CPU cap must bite)."""
+import json
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "data"))
+from sandcheck_support import JUNIT_XSD, REPORT_SCHEMA, sandcheck  # noqa: E402
+
+jsonschema = pytest.importorskip("jsonschema")
+
+
+def leftovers():
+    """Directories a crashed NFR-5 measurement could leave (its private state directories)."""
+    return sorted(p.name for p in pathlib.Path("/run").glob("sandcheck-nfr5-*"))
+
+
+@pytest.fixture(scope="module")
+def nfr_run(tmp_path_factory, root_only):
+    before = leftovers()
+    out = tmp_path_factory.mktemp("nfr-ref") / "out"
+    r = sandcheck(["run", "--scenario", "nfr", "--samples", "20", "--backend", "native"], out_dir=out, timeout=300)
+    assert r.report is not None, r
+    assert leftovers() == before, "the NFR-5 measurement left its state directory behind"
+    return r
+
+
+def test_reference_nfr_measures_every_target_the_machine_can_run(nfr_run):
+    rep = nfr_run.report
+    jsonschema.Draft202012Validator(json.loads(REPORT_SCHEMA.read_text())).validate(rep)
+    checks = {c["id"]: c for c in rep["checks"]}
+    assert rep["errors"] == [], rep["errors"]
+    for cid in ("nfr/warm-start-native", "nfr/warm-start-pooled-native", "nfr/teardown-reclaim-native"):
+        assert checks[cid]["outcome"] in ("pass", "fail"), checks[cid]
+        assert checks[cid]["evidence"]["count"] == 20
+    # NFR-2/NFR-3 need backends this machine does not have: skipped with the reason.
+    assert checks["nfr/cold-start-microvm-microvm"]["outcome"] == "skip"
+    assert checks["nfr/wasm-instantiation-wasm"]["outcome"] == "skip"
+    # NFR-5 for real: a runtime holding live sandboxes was killed, and the census saw its
+    # processes, cgroups and state directory appear and then go.
+    orphan = checks["nfr/orphan-sweep"]
+    assert orphan["outcome"] in ("pass", "fail"), orphan
+    samples = orphan["evidence"]["orphan_sweep"]["samples"]
+    assert len(samples) == orphan["evidence"]["count"] >= 1
+    for s in samples:
+        assert s["processes"] >= 5 and s["cgroup_dirs"] >= 5 and s["state_dirs"] == 1, s
+        assert "left" not in s, s
+        assert 0 <= s["processes_gone_s"] <= s["seconds"]
+    # The runtime's own stage timings are recorded beside the harness clock.
+    names = {(m["name"], m["clock"]) for m in rep["measurements"]}
+    assert ("warm-start", "target") in names and ("warm-start.stage.execute", "target") in names
+    assert ("teardown-reclaim", "target") in names
+    # The harness clock of a warm exec is never below what the runtime says the exec took.
+    ms = {(m["name"], m["clock"]): m for m in rep["measurements"]}
+    assert ms[("warm-start", "harness")]["p50"] >= ms[("warm-start", "target")]["p50"]
+    # Verdict and exit code agree.
+    assert nfr_run.code == (1 if any(c["blocking"] for c in rep["checks"]) else 0), nfr_run
+
+
+def test_gate_on_the_reference_report_agrees_with_the_run(nfr_run, tmp_path):
+    junit = tmp_path / "gate.xml"
+    g = sandcheck(["gate", str(nfr_run.out_dir / "report.json"), "--junit", str(junit)])
+    breached = [c for c in nfr_run.report["checks"] if c["outcome"] == "fail"]
+    assert g.code == (1 if breached else 0), g
+    if shutil.which("xmllint"):
+        p = subprocess.run(["xmllint", "--noout", "--schema", str(JUNIT_XSD), str(junit)],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+    # Against itself as a baseline nothing regresses.
+    g = sandcheck(["gate", str(nfr_run.out_dir / "report.json"), "--baseline",
+                   str(nfr_run.out_dir / "report.json"), "--tolerance", "0%"])
+    assert "ratio:" in g.out
+    assert not re.search(r"^ratio:\S+\tfail", g.out, re.M), g.out
+
+
+def test_reproduce_throttle_smoke_the_cap_bites(root_only, tmp_path):
+    out = tmp_path / "throttle"
+    r = sandcheck(["reproduce", "throttle", "--work", "60", "--millicores", "1000,250", "--threads", "1",
+                   "--runs", "1", "--backend", "native", "--out", str(out)], timeout=300)
+    assert r.code == 0, r
+    data = json.loads((out / "throttle.json").read_text())
+    rows = {(row["millicores"], row["threads"]): row for row in data["backends"][0]["rows"]}
+    full, capped = rows[(1000, 1)], rows[(250, 1)]
+    # RES-1: the same fixed work under a quarter of a core takes clearly longer (4× in theory;
+    # 2× leaves room for noise and the per-call overhead, which biases towards 1).
+    assert capped["wall_s"][0] / full["wall_s"][0] >= 2.0, (full, capped)
+    # The cgroup's accounting is reported and the cap shows in it: well under one core.
+    assert capped["host_cores"] and capped["host_cores"][0] < 0.5, capped
+    assert "| 250 | 1 |" in (out / "throttle.md").read_text()
+    for svg in out.glob("*.svg"):
+        p = subprocess.run(["xmllint", "--noout", str(svg)], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, (svg, p.stderr)
+    assert len(list(out.glob("throttle-*.svg"))) == 2
+
+
+def test_reproduce_revert_smoke(root_only, tmp_path):
+    out = tmp_path / "revert"
+    r = sandcheck(["reproduce", "revert", "--rounds", "2", "--backend", "native", "--out", str(out)], timeout=120)
+    assert r.code == 0, r
+    rows = json.loads((out / "revert.json").read_text())["backends"][0]["rows"]
+    assert len(rows) == 2
+    assert all(row["files_after"] == "0" for row in rows), rows  # SCN-7 after every revert
+    assert all(row["revert_s"] > 0 and row["first_request_s"] > 0 for row in rows)
+
+
+def test_reproduce_suspend_smoke_the_memory_stays_held(root_only, tmp_path):
+    out = tmp_path / "suspend"
+    r = sandcheck(["reproduce", "suspend", "--sizes", "16,64", "--runs", "1", "--backend", "native",
+                   "--out", str(out)], timeout=120)
+    assert r.code == 0, r
+    rows = json.loads((out / "suspend.json").read_text())["backends"][0]["rows"]
+    assert [row["mib"] for row in rows] == [16, 64]
+    for row in rows:
+        assert row["holder_alive"], row  # sbx-memhog --hold kept its memory through the cycle
+        assert row["memory_peak_bytes"] >= row["mib"] << 20, row  # the cgroup saw it resident
+        assert row["suspend_s"] and row["resume_s"], row
+
+
+def test_reproduce_bad_usage():
+    assert sandcheck(["reproduce"]).code == 2
+    assert sandcheck(["reproduce", "snapshot"]).code == 2
+    assert sandcheck(["reproduce", "revert", "--sizes", "64"]).code == 2
+    assert sandcheck(["reproduce", "throttle", "--millicores", "1000,abc"]).code == 2
+
+
+def test_nfr_over_the_execution_api_of_sandboxd(root_only, tmp_path):
+    """The same targets through the HTTP driver against a real sandboxd on a unix socket: the
+    one-shot run goes through POST /v1/run (the daemon's warm pools), and the teardown evidence
+    says the clock stops at the API's answer."""
+    import os
+    import time
+    build = pathlib.Path(os.environ.get("SBX_BUILD", pathlib.Path(__file__).resolve().parents[2] / "build"))
+    daemon = build / "bin" / "sandboxd"
+    if not daemon.exists():
+        pytest.fail(f"build first: {daemon} missing")
+    token = "nfr-e2e-token-0123456789abcdef"
+    cfg = tmp_path / "sandboxd.json"
+    cfg.write_text(json.dumps({"tenants": {"alice": {"token": token}}}))
+    cfg.chmod(0o600)
+    sock = tmp_path / "s.sock"
+    log = open(tmp_path / "sandboxd.log", "w")
+    proc = subprocess.Popen([str(daemon), "--config", str(cfg), "--socket", str(sock)], stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+        for _ in range(200):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        assert sock.exists(), (tmp_path / "sandboxd.log").read_text()
+        r = sandcheck(["run", "--scenario", "nfr", "--target", f"unix:{sock}", "--backend", "native",
+                       "--samples", "5", "--only", "warm-start-pooled,teardown-reclaim,orphan-sweep"],
+                      out_dir=tmp_path / "out", env={"SANDCHECK_TOKEN": token}, timeout=120)
+        assert r.report is not None, r
+        checks = {c["id"]: c for c in r.report["checks"]}
+        assert checks["nfr/warm-start-pooled-native"]["evidence"]["count"] == 5, checks
+        assert "over HTTP" in checks["nfr/teardown-reclaim-native"]["evidence"]["reclaim"]
+        assert checks["nfr/orphan-sweep"]["outcome"] == "skip"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        log.close()
+    assert proc.returncode == 0, (tmp_path / "sandboxd.log").read_text()

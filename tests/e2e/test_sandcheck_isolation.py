@@ -1,0 +1,367 @@
+"""The isolation, limits, failure and backends scenarios against runtimes broken on purpose.
+
+Each fault switch of the simulated adapter (conformance/tests/sim_adapter.cc, a test double)
+breaks one rule; the run must fail exactly the checks that judge that rule (and the checks that
+build on them through requires_pass), nothing else. The same scenarios against the reference
+runtime (root) must pass, and the shipped adapters must end with exit 0 under their
+expectations files. Requirement IDs: ../shared/design/requirements.md (FS, LC, RES, FAIL, SEL,
+BK, SNAP-5, PROD-2/3).
+"""
+import glob
+import os
+import pathlib
+import shutil
+import signal
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent / "data"))
+from sandcheck_support import BUILD, SANDCHECK, SIM, Mirror, sandcheck, validate_report, xmllint  # noqa: E402
+
+SCENARIOS = ["isolation", "limits", "failure"]
+ISOLATION = {"isolation/" + c for c in (
+    "host-files-hidden", "system-read-only", "pid-namespace", "traces-written", "nothing-persists",
+    "no-egress-reaches-nothing", "environment-set", "secret-in-memory", "secret-not-shared",
+    "output-collected", "destroy-ends-processes", "clean-after-revert")}
+LIMITS = {"limits/" + c for c in (
+    "disk-quota", "disk-quota-tmp", "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
+FAILURE = {"failure/" + c for c in ("cannot-execute", "tool-crash", "stages-reported", "clean-after-revert")}
+ALL = ISOLATION | LIMITS | FAILURE
+
+# fault switch -> the checks it must fail (and only those)
+BROKEN = {
+    "": set(),
+    "shared-tmp": {"isolation/nothing-persists"},                                        # FS-4
+    "writable-system": {"isolation/system-read-only"},                                   # FS-2
+    "host-pid-ns": {"isolation/host-files-hidden", "isolation/pid-namespace"},           # FS-3
+    "empty-policy-open": {"isolation/no-egress-reaches-nothing"},                        # SNAP-5
+    "env-ignored": {"isolation/environment-set"},                                        # LC-3
+    # LC-4; the LC-8 check counts only if LC-4's passed (requires_pass).
+    "secrets-on-disk": {"isolation/secret-in-memory", "isolation/secret-not-shared"},
+    "secrets-leak-across": {"isolation/secret-not-shared"},                              # LC-8
+    "destroy-leaves-processes": {"isolation/destroy-ends-processes"},                    # LC-7
+    "no-diagnostics": {"isolation/output-collected", "failure/cannot-execute", "failure/tool-crash"},
+    "no-stages": {"failure/stages-reported"},                                            # LC-1
+    "no-disk-limit": {"limits/disk-quota", "limits/disk-quota-tmp"},                     # RES-3
+    "disk-full-as-ok": {"limits/disk-quota", "limits/disk-quota-tmp"},                   # RES-8
+    "disk-not-reclaimed": {"limits/disk-quota", "limits/disk-quota-tmp"},    # the follow-up
+    "no-pids-limit": {"limits/fork-bomb-contained"},                                     # RES-4
+    "pids-breach-crashes": set(),              # ending the sandbox as resource_exceeded is fine
+    "no-fd-limit": {"limits/file-descriptors"},                                          # RES-6
+    "timeout-no-term": {"limits/timeout"},                                               # RES-5
+    "timeout-leaves-orphans": {"limits/timeout"},                                        # FAIL-4
+    # Only the limits scenario leaves files in a reverted /work (the disk filler's); its space is
+    # not given back either.
+    "never-revert": {"limits/clean-after-revert", "limits/disk-quota", "limits/disk-quota-tmp"},
+    # Runs on the host: reads its files, sees its processes, reaches its network, no limits.
+    "no-isolation": {"isolation/host-files-hidden", "isolation/system-read-only", "isolation/pid-namespace",
+                     "isolation/nothing-persists", "isolation/no-egress-reaches-nothing",
+                     "limits/disk-quota", "limits/disk-quota-tmp", "limits/fork-bomb-contained",
+                     "limits/file-descriptors"},
+}
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    if not SANDCHECK.exists() or not SIM.exists():
+        pytest.fail(f"build first: {SANDCHECK} and {SIM} (targets sandcheck, sandcheck-sim-adapter)")
+    m = Mirror(tmp_path_factory.mktemp("mirror"))
+    yield m
+    m.close()
+
+
+def kill_sim_orphans():
+    """The sim starts real `timeout 20 sleep N` processes; none may outlive a test."""
+    for d in pathlib.Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[:3] == [b"timeout", b"20", b"sleep"]:
+            try:
+                os.killpg(int(d.name), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+@pytest.fixture(autouse=True)
+def no_orphans():
+    yield
+    kill_sim_orphans()
+
+
+class Run:
+    def __init__(self, r):
+        self.r = r
+        self.code = r.code
+        self.report = r.report
+        self.by_id = {c["id"]: c for c in r.report["checks"]} if r.report else {}
+
+    def outcome(self, cid):
+        return self.by_id[cid]["outcome"]
+
+    def failing(self):
+        return {k for k, c in self.by_id.items() if c["outcome"] not in ("pass", "skip")}
+
+    def __repr__(self):
+        lines = [f"{k}: {c['outcome']}: {c['reason'][:300]}" for k, c in sorted(self.by_id.items())]
+        return repr(self.r) + "\n" + "\n".join(lines)
+
+
+def sim(tmp_path, mirror, faults="", scenarios=SCENARIOS, env=None, extra=(), name="run"):
+    state = tmp_path / f"{name}-state"
+    state.mkdir(exist_ok=True)
+    e = {"SIM_STATE_DIR": str(state), "SIM_FAULTS": faults}
+    e.update(env or {})
+    args = ["run", "--target", f"adapter:{SIM}", "--mirror", mirror.address, "--expectations", "none"]
+    for s in scenarios:
+        args += ["--scenario", s]
+    return Run(sandcheck(args + list(extra), out_dir=tmp_path / name, env=e, timeout=120))
+
+
+# fault -> (check, text its reason must hold): the verdict names what broke.
+REASON = {
+    "timeout-no-term": ("limits/timeout", 'stdout lacks "got-term"'),
+    # The setsid'd grandchild is a real process on this host: the harness's scan finds it.
+    "timeout-leaves-orphans": ("limits/timeout", "still running on this host"),
+    "destroy-leaves-processes": ("isolation/destroy-ends-processes", "after the destroy"),
+    "no-pids-limit": ("limits/fork-bomb-contained", "/peak_procs is 400"),
+    "disk-not-reclaimed": ("limits/disk-quota", "after the revert"),
+    # The canary the harness planted in its host's /tmp was read.
+    "no-isolation": ("isolation/host-files-hidden", 'holds "sandcheck-canary-'),
+    "secrets-on-disk": ("isolation/secret-in-memory", "stdout matches /(^|\\n)//"),
+    "host-pid-ns": ("isolation/pid-namespace", "/procs_visible is"),
+    "empty-policy-open": ("isolation/no-egress-reaches-nothing", 'stdout holds "hello package 1.0"'),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(BROKEN), ids=lambda f: f or "well-behaved")
+def test_fails_exactly_what_it_breaks(tmp_path, mirror, fault):
+    r = sim(tmp_path, mirror, faults=fault)
+    assert r.report is not None, r
+    assert set(r.by_id) == ALL
+    assert r.failing() == BROKEN[fault], r
+    assert r.code == (1 if BROKEN[fault] else 0), r
+    validate_report(r.report)
+    for c in r.report["checks"]:
+        assert c["reason"], c  # every verdict says why
+    if not fault:
+        assert {c["outcome"] for c in r.report["checks"]} == {"pass"}, r
+    if fault in REASON:
+        cid, text = REASON[fault]
+        assert text in r.by_id[cid]["reason"], r.by_id[cid]["reason"]
+
+
+def test_evidence_and_report(tmp_path, mirror):
+    r = sim(tmp_path, mirror)
+    validate_report(r.report)
+    xmllint(r.r.out_dir / "junit.xml")
+    tasks = {t["id"]: t for s in r.report["scenarios"] for t in s["tasks"]}
+    # A task with a sandbox of its own: create, task, (revert, count), destroy, in order.
+    phases = [s["phase"] for s in tasks["environment"]["steps"]]
+    assert phases == ["create", "task", "revert", "clean-check", "destroy"], phases
+    assert [s["phase"] for s in tasks["leave-traces"]["steps"]] == ["create", "task", "destroy"]
+    # then before the revert (timeout) and after it (disk quota).
+    assert [s["phase"] for s in tasks["hung-tool"]["steps"]] == ["task", "then", "revert", "clean-check"]
+    assert [s["phase"] for s in tasks["disk-fill"]["steps"]] == ["create", "task", "revert", "clean-check",
+                                                                 "then", "destroy"]
+    assert tasks["disk-fill-tmp"]["files_after"] == 0
+    # Secrets are not written into the report's create requests.
+    secret = r.by_id["isolation/secret-in-memory"]["evidence"]["own_sandbox"]["request"]["secrets"]
+    assert secret == {"SANDCHECK_SECRET": "<redacted>"}
+    # The harness's values are recorded; its canaries are gone after the run.
+    values = r.report["environment"]["fixtures"]["harness"]["values"]
+    assert set(values) >= {"pid", "token", "token_number", "canary_tmp", "canary_var_tmp", "mirror_addr"}
+    assert not os.path.exists(values["canary_tmp"]) and not os.path.exists(values["canary_var_tmp"])
+    scans = r.by_id["limits/timeout"]["evidence"]["host_scans"]
+    assert scans[0]["found"] == [] and scans[0]["process"] == f"sleep {values['token_number']}"
+    fork = r.by_id["limits/fork-bomb-contained"]["evidence"]["any_of"]
+    assert fork[0]["failed"] and not fork[1]["failed"]
+
+
+def test_stale_canaries_are_swept(tmp_path, mirror):
+    dead = "/tmp/sandcheck-canary-4194999-dead"  # beyond pid_max: no such process
+    pathlib.Path(dead).write_text("x")
+    try:
+        before = set(glob.glob("/tmp/sandcheck-canary-*")) - {dead}
+        r = sim(tmp_path, mirror, scenarios=["isolation"])
+        assert r.code == 0, r
+        assert not os.path.exists(dead)
+        assert set(glob.glob("/tmp/sandcheck-canary-*")) == before  # its own are gone too
+    finally:
+        if os.path.exists(dead):
+            os.unlink(dead)
+
+
+def test_a_target_elsewhere_skips_what_needs_this_host(tmp_path, mirror):
+    r = sim(tmp_path, mirror, faults="no-isolation", extra=["--target-host", "remote"])
+    for cid in ("isolation/host-files-hidden", "isolation/destroy-ends-processes"):
+        assert r.outcome(cid) == "skip", r
+        assert "elsewhere" in r.by_id[cid]["reason"]
+    # Nothing is planted on this host for a target elsewhere.
+    values = r.report["environment"]["fixtures"]["harness"]["values"]
+    assert "canary_tmp" not in values and "pid" not in values, values
+    # The timeout check is judged without the host scan, and says so.
+    t = r.by_id["limits/timeout"]
+    assert t["outcome"] == "pass" and "elsewhere" in t["reason"], t
+
+
+def test_no_mirror_skips_the_direct_address(tmp_path, mirror):
+    state = tmp_path / "state"
+    state.mkdir()
+    res = sandcheck(["run", "--target", f"adapter:{SIM}", "--mirror", "none", "--expectations", "none",
+                     "--scenario", "isolation"], out_dir=tmp_path / "out",
+                    env={"SIM_STATE_DIR": str(state), "SIM_FAULTS": ""})
+    r = Run(res)
+    c = r.by_id["isolation/no-egress-reaches-nothing"]
+    assert c["outcome"] == "skip" and "--mirror none" in c["reason"], r
+    assert r.code == 0, r
+
+
+def test_backends_and_trust(tmp_path, mirror):
+    env = {"SIM_BACKENDS": "native,oci"}
+    r = sim(tmp_path, mirror, scenarios=["backends"], env=env, name="weak")
+    assert r.code == 0, r
+    assert r.outcome("backends/native") == "pass" and r.outcome("backends/oci") == "pass"
+    for b in ("gvisor", "microvm", "kubernetes", "remote"):
+        assert r.outcome(f"backends/{b}") == "skip"
+        assert f"does not offer backend '{b}'" in r.by_id[f"backends/{b}"]["reason"]
+    # Untrusted code on a worker without gvisor or microvm: refused, which SEL-5/SEL-6 allow.
+    assert r.outcome("backends/untrusted-floored") == "pass"
+    assert "refused" in r.by_id["backends/untrusted-floored"]["reason"]
+    assert r.outcome("backends/preference-honoured") == "pass"
+    # ... run on gvisor when the worker has it.
+    g = sim(tmp_path, mirror, scenarios=["backends"], env={"SIM_BACKENDS": "native,gvisor"}, name="strong")
+    assert g.outcome("backends/untrusted-floored") == "pass", g
+    assert "backend 'gvisor'" in g.by_id["backends/untrusted-floored"]["reason"]
+    # A runtime that ignores the trust class runs it on native: fail.
+    t = sim(tmp_path, mirror, faults="trust-ignored", scenarios=["backends"], env=env, name="ignored")
+    assert t.failing() == {"backends/untrusted-floored"}, t
+    assert "backend 'native'" in t.by_id["backends/untrusted-floored"]["reason"]
+    # A runtime without trust classes: skipped, never passed.
+    n = sim(tmp_path, mirror, scenarios=["backends"],
+            env=dict(env, SIM_FEATURES="revert,destroy,timeout"), name="notrust")
+    untrusted = n.by_id["backends/untrusted-floored"]
+    assert untrusted["outcome"] == "skip" and "trust" in untrusted["reason"]
+    # Sandboxes that see the host's processes fail every backend's isolation check.
+    h = sim(tmp_path, mirror, faults="host-pid-ns", scenarios=["backends"], env=env, name="hostpid")
+    assert {"backends/native", "backends/oci"} <= h.failing(), h
+
+
+@pytest.fixture(scope="module")
+def root():
+    if os.geteuid() != 0:
+        pytest.skip("LOUD SKIP: the reference runtime and the adapters need root")
+
+
+def test_reference_passes_every_new_check(tmp_path, root):
+    args = ["run"]
+    for s in SCENARIOS + ["backends"]:
+        args += ["--scenario", s]
+    res = sandcheck(args, out_dir=tmp_path / "out", timeout=300)
+    if "built without the in-process reference runtime" in res.out:
+        pytest.fail("sandcheck was built without the reference runtime")
+    r = Run(res)
+    assert r.code == 0, r
+    assert not r.failing(), r
+    # Only backends this machine lacks may be skipped.
+    skipped = {k for k, c in r.by_id.items() if c["outcome"] == "skip"}
+    assert all(k.startswith("backends/") for k in skipped), skipped
+    assert r.report["seconds"] < 60, r.report["seconds"]
+    validate_report(r.report)
+
+
+ADAPTERS = ["bwrap", "runc", "crun", "runsc"]
+RUNTIME_BINARY = {"bwrap": "bwrap", "runc": "runc", "crun": "crun", "runsc": "runsc"}
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_adapters_pass_with_their_known_gaps(tmp_path, root, name):
+    adapter = BUILD / "bin" / f"sandcheck-adapter-{name}"
+    if not adapter.exists():
+        pytest.fail(f"build first: {adapter}")
+    if shutil.which(RUNTIME_BINARY[name]) is None:
+        if os.environ.get("SBX_ADAPTERS_MUST_WORK") == "1":
+            pytest.fail(f"{RUNTIME_BINARY[name]} is not installed")
+        pytest.skip(f"LOUD SKIP: {RUNTIME_BINARY[name]} is not installed")
+    exp = pathlib.Path(__file__).resolve().parents[2] / "conformance" / "expectations" / f"{name}.json"
+    args = ["run", "--target", f"adapter:{adapter}", "--expectations", str(exp)]
+    for s in SCENARIOS + ["backends"]:
+        args += ["--scenario", s]
+    r = Run(sandcheck(args, out_dir=tmp_path / "out", timeout=600))
+    assert r.code == 0, r
+    # Every known gap is an xfail or a skip with the reason from the file, never a pass.
+    for cid, c in r.by_id.items():
+        if c["expected"]:
+            assert c["outcome"] in ("xfail", "skip"), (cid, c)
+    assert r.outcome("failure/stages-reported") == "xfail"
+    assert r.outcome("isolation/host-files-hidden") == "pass"
+    assert r.outcome("isolation/destroy-ends-processes") == "pass"
+
+
+def test_scenarios_match_the_schema():
+    import json
+
+    import jsonschema
+
+    from sandcheck_support import ROOT, SCENARIO_SCHEMA
+    validator = jsonschema.Draft202012Validator(json.loads(SCENARIO_SCHEMA.read_text()))
+    for name in SCENARIOS + ["backends"]:
+        doc = json.loads((ROOT / "scenarios" / f"{name}.json").read_text())
+        assert list(validator.iter_errors(doc)) == [], name
+    # The schema rejects what sandcheck rejects.
+    limits = json.loads((ROOT / "scenarios" / "limits.json").read_text())
+    for path, key, value in [(("disk-fill", "params"), "stdout_contians", "x"),
+                             (("disk-fill", "params", "then"), "bogus", 1),
+                             (("fork-bomb", "params", "any_of", 0), "then", {}),
+                             (("disk-fill", "params"), "status", "crashed")]:
+        broken = json.loads(json.dumps(limits))
+        node = next(t for t in broken["tasks"] if t["id"] == path[0])["check"]
+        for p in path[1:]:
+            node = node[p]
+        node[key] = value
+        assert list(validator.iter_errors(broken)), (path, key)
+        f = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"sandcheck-broken-{os.getpid()}.json"
+        f.write_text(json.dumps(broken))
+        try:
+            r = sandcheck(["list", "--scenario", str(f)])
+            assert r.code == 2, (key, r)
+        finally:
+            f.unlink()
+
+
+def test_coverage_explains_every_id_without_a_check():
+    import json
+    r = sandcheck(["coverage", "--json"])
+    assert r.code == 0, r
+    cov = json.loads(r.out)
+    assert cov["gaps"] == []
+    for row in cov["requirements"]:
+        if not row["checks"]:
+            assert row["note"] and row["note"]["how"] and row["note"]["why_not_black_box"], row
+            assert not row["note"]["partial"], row
+    text = sandcheck(["coverage"]).out
+    assert "IMG-3\t- (note: no black-box check; see below)" in text
+    assert "gaps (0)" in text
+
+
+def test_over_the_execution_api(tmp_path, mirror):
+    # The same checks through the HTTP driver (a loopback endpoint: a local target).
+    from sandcheck_support import FakeExecutionApi
+    state = tmp_path / "state"
+    state.mkdir()
+    api = FakeExecutionApi(state, token="t0ken", faults="destroy-leaves-processes")
+    try:
+        args = ["run", "--target", api.spec, "--token", "t0ken", "--mirror", mirror.address,
+                "--scenario", "isolation"]
+        r = Run(sandcheck(args, out_dir=tmp_path / "out", timeout=120))
+    finally:
+        api.close()
+    assert r.failing() == {"isolation/destroy-ends-processes"}, r
+    creates = [b for (m, p, _, b) in api.requests if m == "POST" and p == "/v1/sandboxes"]
+    token = r.report["environment"]["fixtures"]["harness"]["values"]["token"]
+    assert any(b.get("secrets") == {"SANDCHECK_SECRET": f"s-{token}"} for b in creates)
+    assert any("env" in b for b in creates)
