@@ -141,9 +141,9 @@ void BM_EgressAttachFromPool(benchmark::State& state) {
   policy.rules.push_back({"http", {kMirror}, {80}});
   std::map<std::string, std::string> hosts = {{kMirror, "127.0.0.1:8080"}};
   int i = 0;
-  // The pool refills one namespace in a few ms. (Not by polling Stats(): its link dump on the
-  // gateway's netlink socket while the pool's creator thread works makes the creator's next
-  // RTM_GETLINK fail with EPROTO — reported to the egress owner.)
+  // The pool refills one namespace in a few ms: a fixed pause, off the clock. (Not by polling
+  // Stats(): its link dump shares the gateway's netlink socket with the pool's creator and
+  // would slow the very refill it waits for.)
   auto wait_pool = [] { std::this_thread::sleep_for(std::chrono::milliseconds(25)); };
   wait_pool();
   for (auto _ : state) {

@@ -18,12 +18,12 @@
 #include <fmt/format.h>
 
 #include "backend/backend.h"
+#include "backend/fs_layer.h"
 #include "backend/native_instance.h"
 #include "host/cgroup.h"
 #include "host/image.h"
 #include "net/egress.h"
 
-extern char** environ;
 
 namespace sbx::backend {
 namespace {
@@ -31,26 +31,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Runs a host program (argv) and waits. Used off the hot path only (snapshots).
-Status Spawn(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid;
-  int rc = posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
-  if (rc != 0) return ErrnoStatus("spawn " + args[0], rc);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Internal(fmt::format("{} failed (status {})", fmt::join(args, " "), status));
-  }
-  return Status::Ok();
-}
-
-// The directories a tool can write (everything else of the root is read-only, FS-2): the whole
-// filesystem layer of a sandbox lives in them.
-constexpr const char* kWritableDirs[] = {"work", "tmp", "var/tmp", "home/sandbox"};
 
 // The spare instance slot, shared with the background task that fills it.
 struct SpareSlot {
@@ -306,12 +286,7 @@ class NativeSandbox final : public Sandbox {
     int n = ++snapshots_;
     std::string tar = fmt::format("{}/layer-{}.tar", snapshot_root_, n);
     std::string dir = fmt::format("{}/layer-{}", snapshot_root_, n);
-    std::vector<std::string> args = {"/bin/tar", "--numeric-owner", "-C",
-                                     fmt::format("/proc/{}/root", current_->init_pid()), "-cpf", tar};
-    for (const char* d : kWritableDirs) args.push_back(d);
-    RETURN_IF_ERROR(Spawn(args).WithContext("snapshot"));
-    std::filesystem::create_directories(dir, ec);
-    RETURN_IF_ERROR(Spawn({"/bin/tar", "--numeric-owner", "-C", dir, "-xpf", tar}).WithContext("snapshot"));
+    RETURN_IF_ERROR(CopyWritableLayer(current_->init_pid(), tar, dir));
     std::string previous = durable_layer_;
     durable_layer_ = dir;
     {

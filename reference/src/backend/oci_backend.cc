@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "backend/backend.h"
+#include "backend/fs_layer.h"
 #include "backend/native_instance.h"
 #include "backend/oci_container.h"
 #include "backend/oci_probe.h"
@@ -33,7 +34,6 @@
 #include "host/cgroup.h"
 #include "host/image.h"
 
-extern char** environ;
 
 namespace sbx::backend {
 namespace {
@@ -43,24 +43,6 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Runs a host program and waits (snapshots only, off the hot path).
-Status SpawnWait(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid;
-  int rc = posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
-  if (rc != 0) return ErrnoStatus("spawn " + args[0], rc);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Internal(fmt::format("{} failed (status {})", fmt::join(args, " "), status));
-  }
-  return Status::Ok();
-}
-
-constexpr const char* kWritableDirs[] = {"work", "tmp", "var/tmp", "home/sandbox"};
 
 // The cgroup2 mount points of a hybrid host (v1 controllers in use, plus a cgroup2 mount):
 // crun must not see them (oci_spawn.h).
@@ -127,19 +109,11 @@ class OciSandbox final : public ContainerSandbox {
     int n = ++snapshots_;
     std::string tar = fmt::format("{}/layer-{}.tar", root, n);
     std::string dir = fmt::format("{}/layer-{}", root, n);
-    std::vector<std::string> args = {"/bin/tar", "--numeric-owner",
-                                     "-C",       fmt::format("/proc/{}/root", current_->init_pid()),
-                                     "-cpf",     tar};
-    for (const char* d : kWritableDirs) args.push_back(d);
-    RETURN_IF_ERROR(SpawnWait(args).WithContext("snapshot"));
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    RETURN_IF_ERROR(
-        SpawnWait({"/bin/tar", "--numeric-owner", "-C", dir, "-xpf", tar}).WithContext("snapshot"));
-    unlink(tar.c_str());
+    RETURN_IF_ERROR(CopyWritableLayer(current_->init_pid(), tar, dir));
     std::string previous = layer_dir_;
     layer_dir_ = dir;
     slot_->Invalidate();  // the spare was built from the old snapshot
+    std::error_code ec;
     if (!previous.empty()) std::filesystem::remove_all(previous, ec);
     if (keep_spare_) ScheduleSpare();
     return Status::Ok();

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backend/fs_layer.h"
 #include "backend/oci_bundle.h"
 #include "host/process_stamp.h"
 #include "host/seccomp.h"
@@ -39,9 +40,6 @@ constexpr const char* kInitScript =
     "if mkfifo -m 600 /dev/.sbx-init 2>/dev/null && exec 3<>/dev/.sbx-init; then "
     "while :; do read -u 3 x || sleep 1; done; fi; "
     "while :; do sleep 2147483647 & wait; done";
-
-// The writable directories (everything else of the root is read-only, FS-2).
-constexpr const char* kWritableDirs[] = {"work", "tmp", "var/tmp", "home/sandbox"};
 
 constexpr double kVerbTimeoutS = 30;
 

@@ -198,52 +198,6 @@ inline double Percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-// RES-1, SCN-5: fixed work (sbx-cpu) at 1000m and at 500m, `rounds` of each interleaved; the
-// best (shortest) wall time of each. `run(millicores)` runs "sbx-cpu -n N" in a sandbox.
-// On this shared 2-core VM a busy neighbour slows the unthrottled run most (it then gets 60-70 %
-// of a core and the wall-time ratio drops to 1.3-1.4 although the cap holds), so the verdict
-// also accepts the capped wall time against the CPU time the unthrottled run needed (host
-// cgroup accounting, never the in-sandbox reading) — but only together with the evidence that
-// the quota itself bit: the capped run got at most ~half a CPU and was throttled.
-struct CpuCap {
-  double full = 1e9, half = 1e9;  // best wall seconds at 1000m and 500m
-  double full_cpu = 0;            // cgroup CPU seconds of the best 1000m run
-  double half_share = 0;          // cgroup CPU seconds / wall of the best 500m run
-  double half_throttled = 0;      // cgroup throttled seconds of the best 500m run
-  double ratio() const { return half / full; }
-  double ratio_vs_cpu() const { return full_cpu > 0 ? half / full_cpu : 0; }
-  double verdict_ratio() const { return std::max(ratio(), ratio_vs_cpu()); }
-};
-template <typename RunFn>
-CpuCap MeasureCpuCap(RunFn run, int rounds = 3) {
-  CpuCap c;
-  for (int i = 0; i < rounds; ++i) {
-    for (int64_t mc : {int64_t{1000}, int64_t{500}}) {
-      ExecResult r = run(mc);
-      if (r.status != ExecStatus::kOk || r.seconds <= 0) continue;
-      if (mc == 1000) {
-        if (r.seconds < c.full) {
-          c.full = r.seconds;
-          c.full_cpu = r.usage.cpu_seconds;
-        }
-      } else if (r.seconds < c.half) {
-        c.half = r.seconds;
-        c.half_share = r.usage.cpu_seconds / r.seconds;
-        c.half_throttled = r.usage.throttled_seconds;
-      }
-    }
-  }
-  return c;
-}
-
-inline std::string Describe(const CpuCap& c) {
-  std::ostringstream os;
-  os << "1000m: " << c.full << " s wall (" << c.full_cpu << " s CPU), 500m: " << c.half
-     << " s wall (" << c.half_share << " of a CPU, throttled " << c.half_throttled << " s): ratio "
-     << c.ratio() << ", vs CPU " << c.ratio_vs_cpu();
-  return os.str();
-}
-
 // "cpu_seconds X" printed by sbx-cpu (the CPU time read INSIDE the sandbox).
 inline double InsideCpuSeconds(const std::string& out) {
   auto pos = out.find("cpu_seconds ");
