@@ -179,6 +179,12 @@ class RuntimeImpl final : public Runtime {
         unsupported[name] = p.message();
       }
     }
+    for (selection::BackendKind kind : selection::kAllBackends) {
+      std::string name(selection::BackendName(kind));
+      if (!backends_.contains(name)) {
+        unsupported[name] = "not built into this runtime (docs/backends.md lists the backends it has)";
+      }
+    }
     return {{"name", "sandcheck-reference"},
             {"version", "0.1.0"},
             {"backends", backends},

@@ -136,6 +136,21 @@ TEST_F(NativeRuntime, RunsACommandAndReportsEveryStage) {
   }
 }
 
+TEST_F(NativeRuntime, InfoNamesEveryBackendAsAvailableOrWithTheReason) {
+  // BK-8, SEL-5: each of the seven backends is either offered or listed with why not.
+  nlohmann::json info = rt_->Info();
+  std::set<std::string> seen;
+  for (const auto& b : info["backends"]) seen.insert(b.get<std::string>());
+  EXPECT_TRUE(seen.contains("native"));
+  for (const auto& [name, reason] : info["unsupported"].items()) {
+    EXPECT_FALSE(seen.contains(name)) << name << " is both offered and unsupported";
+    EXPECT_GT(reason.get<std::string>().size(), 10u) << name;
+    seen.insert(name);
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"native", "wasm", "oci", "kubernetes", "remote", "gvisor",
+                                         "microvm"}));
+}
+
 TEST_F(NativeRuntime, CpuQuotaIsAHardCap) {
   // RES-1: the same fixed work at 500m takes about twice the wall time it takes at 1000m, the
   // capped run gets at most half a CPU and is throttled (testing_cpu: the verdict also holds
