@@ -147,14 +147,14 @@ std::string RenderHtml(const json& r) {
   out += "</table>\n";
   if (!r["measurements"].empty()) {
     out +=
-        "<h2>Measurements</h2>\n<table><tr><th>measurement</th><th>clock</th><th>n</th><th>p50</"
-        "th><th>p95</th>"
-        "<th>p99</th><th>max</th></tr>\n";
+        "<h2>Measurements</h2>\n<table><tr><th>measurement</th><th>backend</th><th>clock</th>"
+        "<th>n</th><th>p50</th><th>p95</th><th>p99</th><th>max</th></tr>\n";
     for (const auto& m : r["measurements"]) {
       out += fmt::format(
-          "<tr><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></"
-          "tr>\n",
-          E(m.value("scenario", "")), E(m.value("name", "")), E(m.value("clock", "")),
+          "<tr><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td>{}</td></tr>\n",
+          E(m.value("scenario", "")), E(m.value("name", "")), E(m.value("backend", "-")),
+          E(m.value("clock", "")),
           m.value("count", 0), FormatSeconds(m.value("p50", json())),
           FormatSeconds(m.value("p95", json())), FormatSeconds(m.value("p99", json())),
           FormatSeconds(m.value("max", json())));

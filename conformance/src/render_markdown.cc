@@ -81,12 +81,13 @@ std::string RenderMarkdown(const json& r) {
   }
   if (!r["measurements"].empty()) {
     out +=
-        "\n## Measurements\n\n| measurement | clock | n | p50 | p95 | p99 | max "
-        "|\n|---|---|---|---|---|---|---|\n";
+        "\n## Measurements\n\n| measurement | backend | clock | n | p50 | p95 | p99 | max "
+        "|\n|---|---|---|---|---|---|---|---|\n";
     for (const auto& m : r["measurements"]) {
       out +=
-          fmt::format("| {}/{} | {} | {} | {} | {} | {} | {} |\n", Cell(m.value("scenario", "")),
-                      Cell(m.value("name", "")), Cell(m.value("clock", "")), m.value("count", 0),
+          fmt::format("| {}/{} | {} | {} | {} | {} | {} | {} | {} |\n", Cell(m.value("scenario", "")),
+                      Cell(m.value("name", "")), Cell(m.value("backend", "-")),
+                      Cell(m.value("clock", "")), m.value("count", 0),
                       FormatSeconds(m.value("p50", json())), FormatSeconds(m.value("p95", json())),
                       FormatSeconds(m.value("p99", json())), FormatSeconds(m.value("max", json())));
     }
