@@ -99,6 +99,10 @@ std::string RenderHtml(const json& r) {
   std::string backends;
   for (const auto& b : target.value("backends", json::array()))
     backends += (backends.empty() ? "" : ", ") + E(b);
+  const json requested = target.value("backend_requested", json());
+  if (requested.is_string() && !requested.get<std::string>().empty()) {
+    backends += fmt::format(" (requested: <b>{}</b>)", E(requested));
+  }
   meta("backends", backends.empty() ? "-" : backends);
   meta("profile", E(r.value("profile", "")));
   meta("run",
@@ -123,6 +127,9 @@ std::string RenderHtml(const json& r) {
   }
   for (const auto& s : r["scenarios"]) {
     out += fmt::format("<h2>{}: {}</h2>\n", E(s.value("name", "")), E(s.value("title", "")));
+    if (const json b = s.value("backend", json()); b.is_string() && !b.get<std::string>().empty()) {
+      out += fmt::format("<p>Ran on the <b>{}</b> backend.</p>\n", E(b));
+    }
     if (!s.value("skip_reason", "").empty()) out += "<p>Skipped: " + E(s["skip_reason"]) + "</p>\n";
     if (!s.value("abort_error", "").empty()) out += "<p>Stopped: " + E(s["abort_error"]) + "</p>\n";
     out += "<figure>\n" + RenderTaskFigureSvg(r, s) + "</figure>\n";

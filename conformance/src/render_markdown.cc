@@ -43,6 +43,14 @@ std::string RenderMarkdown(const json& r) {
   const json& host = r["host"];
   out += fmt::format("- target: `{}` ({} driver); features: {}\n", Cell(target.value("spec", "")),
                      Cell(target.value("driver", "")), features.empty() ? "none" : features);
+  std::string backends;
+  for (const auto& b : target.value("backends", json::array()))
+    backends += (backends.empty() ? "" : ", ") + Cell(b);
+  if (const json req = target.value("backend_requested", json());
+      req.is_string() && !req.get<std::string>().empty()) {
+    backends += fmt::format(" (requested: **{}**)", Cell(req));
+  }
+  if (!backends.empty()) out += fmt::format("- backends: {}\n", backends);
   out += fmt::format("- host: {} · {} · kernel {} · {} CPUs · cgroup {}\n\n",
                      Cell(host.value("hostname", "")), Cell(host.value("os", "")),
                      Cell(host.value("kernel", "")), host.value("cpus", 0),
@@ -54,6 +62,9 @@ std::string RenderMarkdown(const json& r) {
   }
   for (const auto& s : r["scenarios"]) {
     out += fmt::format("## {}: {}\n\n", Cell(s.value("name", "")), Cell(s.value("title", "")));
+    if (const json b = s.value("backend", json()); b.is_string() && !b.get<std::string>().empty()) {
+      out += fmt::format("Ran on the **{}** backend.\n\n", Cell(b));
+    }
     if (!s.value("skip_reason", "").empty()) out += "Skipped: " + Cell(s["skip_reason"]) + "\n\n";
     out +=
         "| the command tries | what it gets | revert | files in /work | check "

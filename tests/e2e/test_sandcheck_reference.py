@@ -57,3 +57,34 @@ def test_reference_passes_the_six_tasks(tmp_path, reference):
     # Nothing left behind in the root namespace, no sandbox init still running.
     assert root_links() == links
     assert init_processes() == inits
+
+
+@pytest.mark.parametrize("backend,oci_runtime", [("oci", "crun"), ("oci", "runc"), ("gvisor", None)])
+def test_the_six_tasks_pass_on_the_container_backends(tmp_path, reference, backend, oci_runtime):
+    """Issue 6 (BK-3, BK-4): `sandcheck run --backend B` passes the six tasks, every call names
+    the backend that ran it, and the allowed download goes through the project's gateway."""
+    links, inits = root_links(), init_processes()
+    env = {"SBX_OCI_RUNTIME": oci_runtime} if oci_runtime else {}
+    r = sandcheck(["run", "--backend", backend], out_dir=tmp_path / "out", env=env, timeout=300)
+    assert r.code == 0, r
+    assert set(r.outcomes().values()) == {"pass"}, r.outcomes()
+    validate_report(r.report)
+    xmllint(r.out_dir / "junit.xml")
+    for f in ("report.md", "report.html"):
+        assert (r.out_dir / f).stat().st_size > 0, f
+    assert r.report["target"]["backend_requested"] == backend
+    impl = r.report["target"]["info"]["implementations"][backend]
+    assert impl.startswith(oci_runtime or "runsc"), impl  # SBX_OCI_RUNTIME really chose it
+    scenario = r.report["scenarios"][0]
+    assert scenario["backend"] == backend
+    ran_on = {s["extra"]["backend"] for t in scenario["tasks"] for s in t["steps"]
+              if "backend" in s.get("extra", {})}
+    assert ran_on == {backend}, ran_on
+    tasks = {t["id"]: t for t in scenario["tasks"]}
+    allowed = [d for d in tasks["download"]["gateway"] if d["verdict"] == "allow"]
+    assert allowed and allowed[0]["destination"].startswith("pkg-mirror."), tasks["download"]["gateway"]
+    assert tasks["outside-name"]["got"] == "NXDOMAIN"
+    assert tasks["outside-ip"]["got"] == "403 from the gateway"
+    assert all(t["files_after"] == 0 for t in tasks.values())
+    assert root_links() == links
+    assert init_processes() == inits

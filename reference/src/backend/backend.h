@@ -78,6 +78,9 @@ class Backend {
   virtual std::string name() const = 0;
   // Whether this worker can run the backend, found by probing (never assumed). OK or the reason.
   virtual Status Probe() = 0;
+  // What implements it on this worker, after a successful Probe() (e.g. "crun version 1.8.1",
+  // "runsc, platform ptrace"); "" when there is nothing to say. Shown in the runtime's info.
+  virtual std::string Implementation() const { return ""; }
   // Adapter-protocol feature names this backend supports (limits.cpu, egress, revert, ...).
   virtual std::vector<std::string> Features() const = 0;
   // LC-2, LC-3: allocate and initialize. `timings` receives allocate and initialize.

@@ -160,6 +160,7 @@ class GvisorBackend final : public Backend {
  public:
   explicit GvisorBackend(const BackendContext& ctx) : ctx_(ctx) { rt_.flavor = OciFlavor::kRunsc; }
   std::string name() const override { return "gvisor"; }
+  std::string Implementation() const override { return "runsc, platform " + platform_; }
 
   Status Probe() override {
     if (geteuid() != 0) return Status(Code::kPermissionDenied, "the gvisor backend needs root");

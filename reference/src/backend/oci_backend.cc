@@ -131,6 +131,7 @@ class OciBackend final : public Backend {
     requested_ = want;
   }
   std::string name() const override { return "oci"; }
+  std::string Implementation() const override { return version_.empty() ? rt_.name() : version_; }
 
   Status Probe() override {
     if (requested_ != "crun" && requested_ != "runc") {

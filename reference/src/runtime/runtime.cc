@@ -169,12 +169,14 @@ class RuntimeImpl final : public Runtime {
 
   nlohmann::json Info() const override {
     nlohmann::json backends = nlohmann::json::array(), unsupported = nlohmann::json::object();
+    nlohmann::json implementations = nlohmann::json::object();
     std::set<std::string> features;
     for (const auto& [name, b] : backends_) {
       const Status& p = probes_.at(name);
       if (p.ok()) {
         backends.push_back(name);
         for (auto& f : b->Features()) features.insert(f);
+        if (std::string impl = b->Implementation(); !impl.empty()) implementations[name] = impl;
       } else {
         unsupported[name] = p.message();
       }
@@ -190,6 +192,7 @@ class RuntimeImpl final : public Runtime {
             {"backends", backends},
             {"features", features},
             {"unsupported", unsupported},
+            {"implementations", implementations},
             {"cgroup", cgroups_->version() == host::CgroupVersion::kV1 ? "v1" : "v2"},
             {"seccomp_denied", seccomp_->denied()}};
   }

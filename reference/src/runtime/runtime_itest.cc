@@ -149,6 +149,11 @@ TEST_F(NativeRuntime, InfoNamesEveryBackendAsAvailableOrWithTheReason) {
   }
   EXPECT_EQ(seen, (std::set<std::string>{"native", "wasm", "oci", "kubernetes", "remote", "gvisor",
                                          "microvm"}));
+  // What implements the container backends is named (crun or runc; runsc with its platform).
+  for (const auto& [name, impl] : info["implementations"].items()) {
+    EXPECT_TRUE(info["unsupported"].find(name) == info["unsupported"].end()) << name;
+    EXPECT_FALSE(impl.get<std::string>().empty()) << name;
+  }
 }
 
 TEST_F(NativeRuntime, CpuQuotaIsAHardCap) {
