@@ -91,8 +91,11 @@ sbx::StatusOr<double> Statistic(const std::vector<double>& samples, const std::s
 }
 
 sbx::Status ValidateGateInput(const json& r, const std::string& what) {
-  if (sbx::Status st = CheckReportShape(r); !st.ok())
-    return sbx::InvalidArgument(fmt::format("{}: {}", what, st.message()));
+  if (sbx::Status st = CheckReportShape(r); !st.ok()) {
+    std::string_view msg = st.message();
+    if (msg.starts_with("report: ")) msg.remove_prefix(8);  // "baseline: 'schema' missing"
+    return sbx::InvalidArgument(fmt::format("{}: {}", what, msg));
+  }
   for (size_t i = 0; i < r["measurements"].size(); ++i) {
     const json& m = r["measurements"][i];
     std::string w = fmt::format("{}: measurements[{}]", what, i);

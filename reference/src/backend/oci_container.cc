@@ -357,6 +357,7 @@ StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
   // Usage is reported per command: the cgroup also holds the container's init (gVisor: the
   // Sentry) and every earlier command.
   const host::CgroupUsage before = cgroup_->Usage();
+  const int64_t pids_refusals_before = PidsMaxEvents(cgroup_.get());
 
   // LC-4 inject context: argv, environment and secrets reach the runtime through a memfd.
   OciProcess proc;
@@ -593,6 +594,20 @@ StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
     init_died = true;
     crashed_ = true;
   }
+  // gVisor at pids.max: the Sentry cannot make a thread and dies, but the `runsc exec` client
+  // may return (its connection gone) a moment before the Sentry is gone. Wait for that moment
+  // rather than report a contained fork bomb as a normal exit (RES-4).
+  const bool pids_refused = PidsMaxEvents(cgroup_.get()) > pids_refusals_before;
+  const bool gvisor = rt_.flavor == OciFlavor::kRunsc;
+  if (!init_died && gvisor && pids_refused && !timed_out) {
+    for (int i = 0; i < 100 && !init_died; ++i) {
+      usleep(10000);
+      if (!InitAlive()) {
+        init_died = true;
+        crashed_ = true;
+      }
+    }
+  }
   host::CgroupUsage u = cgroup_->Usage();
   r.usage.cpu_seconds = u.cpu_seconds - before.cpu_seconds;
   r.usage.memory_peak_bytes = u.memory_peak_bytes;
@@ -605,7 +620,9 @@ StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
   if (free_bytes >= 0 && free_bytes < 64 * 1024) disk_full = true;
   if (r.usage.oom_kills > 0) oom = true;  // the eventfd can lose the race with the exit
   oom_kills_seen_ = u.oom_kills;
-  bool pids_breach = init_died && PidsMaxEvents(cgroup_.get()) > 0;
+  // Contained and reported (RES-4, RES-8): the sandbox died at pids.max, or (gVisor) pids.max
+  // refused gVisor a thread during the command, which it cannot serve normally after that.
+  bool pids_breach = pids_refused && (init_died || (gvisor && !timed_out));
 
   if (WIFEXITED(wait_status)) {
     r.exit_code = WEXITSTATUS(wait_status);
@@ -631,9 +648,9 @@ StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
     // Sentry cannot make a thread and the sandbox dies. Contained, and reported so (RES-4).
     r.status = ExecStatus::kResourceExceeded;
     r.reason = fmt::format(
-        "pids limit reached: pids.max {} (which counts gVisor's own host threads "
-        "too) refused a thread, and the sandbox was ended (RES-4)",
-        limits_.pids);
+        "pids limit reached: pids.max {} (which counts gVisor's own host threads too) refused "
+        "a thread{} (RES-4)",
+        limits_.pids, init_died ? ", and the sandbox was ended" : " during the command");
     r.error_code = "pids_limit";
   } else if (timed_out) {
     r.status = ExecStatus::kTimeout;
