@@ -106,7 +106,17 @@ int CmdGate(const std::vector<std::string>& args) {
     if (!b.ok()) return UsageError("gate", b.status().message());
     baseline = std::move(*b);
   }
-  auto gates = EvaluateGates(*report, *spec, baseline ? &*baseline : nullptr, o);
+  // A field of the wrong type deep in a report (nlohmann throws on it) is bad input, exit 2.
+  sbx::StatusOr<GateReport> gates = sbx::InvalidArgument("not evaluated");
+  std::string junit;
+  try {
+    gates = EvaluateGates(*report, *spec, baseline ? &*baseline : nullptr, o);
+    if (gates.ok() && a.Has("junit")) junit = RenderGateJunit(*gates, *report);
+  } catch (const json::exception& e) {
+    return UsageError("gate", fmt::format("{}: a field has the wrong type (see "
+                                          "docs/report.schema.json): {}",
+                                          a.positional[0], e.what()));
+  }
   if (!gates.ok()) return UsageError("gate", gates.status().message());
   std::printf("gate\toutcome\tvalue\tlimit\tdetail\n");
   for (const auto& g : gates->gates) {
@@ -125,7 +135,7 @@ int CmdGate(const std::vector<std::string>& args) {
                                       : "");
   std::fflush(stdout);
   if (a.Has("junit")) {
-    if (sbx::Status st = WriteFile(a.Get("junit"), RenderGateJunit(*gates, *report)); !st.ok())
+    if (sbx::Status st = WriteFile(a.Get("junit"), junit); !st.ok())
       return UsageError("gate", st.message(), kExitTarget);
   }
   return code;

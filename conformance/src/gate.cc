@@ -144,11 +144,15 @@ sbx::StatusOr<GateReport> EvaluateGates(const json& report, const NfrSpec& spec,
       // A run that broke off (a failed command, a driver error) leaves samples that prove
       // nothing: the report's own verdict without a latency value says so.
       const json* broken = nullptr;
+      size_t asked = 0;  // the samples the run set out to take (its check's evidence)
       for (const json* c : ChecksFor(report, t.id)) {
+        const json& ev = (*c)["evidence"];
+        if (ev.value("backend", "") != backend) continue;
         std::string raw = c->value("raw_outcome", c->value("outcome", ""));
-        if ((*c)["evidence"].value("backend", "") == backend && (raw == "fail" || raw == "error") &&
-            !(*c)["evidence"].contains("value_s")) {
-          broken = c;
+        if ((raw == "fail" || raw == "error") && !ev.contains("value_s")) broken = c;
+        if (ev.contains("samples_asked") && ev["samples_asked"].is_number_integer() &&
+            ev["samples_asked"].get<int64_t>() > 0) {
+          asked = static_cast<size_t>(ev["samples_asked"].get<int64_t>());
         }
       }
       if (broken) {
@@ -156,8 +160,13 @@ sbx::StatusOr<GateReport> EvaluateGates(const json& report, const NfrSpec& spec,
         g.message = fmt::format("{} {} on {}: the run could not measure it: {}", t.requirement,
                                 t.id, backend, broken->value("reason", ""));
       } else if (v.empty()) {
-        g.outcome = "skip";
-        g.message = "no samples";
+        g.outcome = "fail";
+        g.message = fmt::format("{} {} on {}: no samples: nothing shows the limit holds",
+                                t.requirement, t.id, backend);
+      } else if (v.size() < asked) {
+        g.outcome = "fail";
+        g.message = fmt::format("{} {} on {}: only {} of the {} samples the run set out to take",
+                                t.requirement, t.id, backend, v.size(), asked);
       } else {
         g.value = Percentile(v, t.percentile);
         bool ok = g.value < t.limit_s;
@@ -205,6 +214,20 @@ sbx::StatusOr<GateReport> EvaluateGates(const json& report, const NfrSpec& spec,
       g.message = fmt::format("{} {}: not in this report", t.requirement, t.id);
       out.gates.push_back(std::move(g));
     }
+  }
+
+  // A run whose target or environment failed proves nothing about what it did not measure
+  // (e.g. a backend whose cold start broke off has no check of its own): fail on it.
+  if (report.contains("errors") && report["errors"].is_array() && !report["errors"].empty()) {
+    GateResult g;
+    g.kind = "absolute";
+    g.id = "absolute:report-errors";
+    g.outcome = "fail";
+    std::vector<std::string> errs;
+    for (const auto& e : report["errors"]) errs.push_back(e.is_string() ? e.get<std::string>() : e.dump());
+    g.message = fmt::format("the run reported {} error(s) of the target or environment: {}",
+                            errs.size(), Join(errs, "; "));
+    out.gates.push_back(std::move(g));
   }
 
   // Ratio gates: regressions against a baseline from the same machine.

@@ -173,6 +173,48 @@ TEST(AbsoluteGate, SkippedTargetsSkipAndBrokenRunsFail) {
   EXPECT_EQ(g->ExitCode(), 1);
 }
 
+TEST(AbsoluteGate, MissingSamplesAndRunErrorsFail) {
+  NfrSpec spec = BuiltinSpec();
+  json check = {{"id", "nfr/warm-start-native"},
+                {"scenario", "nfr"},
+                {"kind", "nfr_latency"},
+                {"level", "MUST"},
+                {"outcome", "pass"},
+                {"raw_outcome", "pass"},
+                {"reason", "p95 fine"},
+                {"requirements", {"NFR-1"}},
+                {"blocking", false},
+                {"evidence",
+                 {{"target", "warm-start"}, {"backend", "native"}, {"samples_asked", 200},
+                  {"value_s", 0.001}}}};
+  // One fast sample where the run set out to take 200: it proves nothing.
+  auto few = EvaluateGates(Report({Measurement("warm-start", "native", Samples(1, 0.001))},
+                                  json::array({check})),
+                           spec, nullptr, {});
+  ASSERT_TRUE(few.ok());
+  EXPECT_EQ(Find(*few, "absolute:nfr/warm-start-native")->outcome, "fail");
+  EXPECT_EQ(few->ExitCode(), 1);
+  // All 200: pass.
+  auto all = EvaluateGates(Report({Measurement("warm-start", "native", Samples(200, 0.001))},
+                                  json::array({check})),
+                           spec, nullptr, {});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(Find(*all, "absolute:nfr/warm-start-native")->outcome, "pass");
+  EXPECT_EQ(all->ExitCode(), 0);
+  // No samples at all: fail, not skip.
+  auto none = EvaluateGates(Report({Measurement("warm-start", "native", {})}), spec, nullptr, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(Find(*none, "absolute:nfr/warm-start-native")->outcome, "fail");
+  // The same passing measurements in a report that also recorded a target error: fail.
+  json with_error =
+      Report({Measurement("warm-start", "native", Samples(200, 0.001))}, json::array({check}));
+  with_error["errors"] = json::array({"cold-start on oci: create failed"});
+  auto err = EvaluateGates(with_error, spec, nullptr, {});
+  ASSERT_TRUE(err.ok());
+  EXPECT_EQ(Find(*err, "absolute:report-errors")->outcome, "fail");
+  EXPECT_EQ(err->ExitCode(), 1);
+}
+
 TEST(AbsoluteGate, NothingToGateFails) {
   NfrSpec spec = BuiltinSpec();
   auto g = EvaluateGates(Report(json::array()), spec, nullptr, {});

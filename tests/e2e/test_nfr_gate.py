@@ -17,7 +17,9 @@ from sandcheck_support import JUNIT_XSD, REPORT_SCHEMA, SANDCHECK, SIM, Mirror, 
 jsonschema = pytest.importorskip("jsonschema")
 
 # The sim interprets a few busybox commands; `true` is not one of them, `echo` is.
-SIM_VARS = ["--var", "command=echo"]
+# The simulated shell has echo and redirection but no sleep: NFR-4's setup keeps only the file
+# (a setup that does not exit 0 fails the check, test_nfr_teardown_fails_when_its_setup_fails).
+SIM_VARS = ["--var", "command=echo", "--var", "teardown_setup=echo data > /work/f"]
 
 
 def validate_junit(path):
@@ -161,7 +163,8 @@ def test_gate_fails_a_report_with_nothing_to_gate(tmp_path):
 
 @pytest.mark.parametrize("case", ["not-json", "not-a-report", "string-sample", "count-mismatch",
                                   "missing-file", "bad-tolerance", "bare-tolerance", "other-host-baseline",
-                                  "tolerance-without-baseline", "unknown-option", "bad-nfr-file"])
+                                  "tolerance-without-baseline", "unknown-option", "bad-nfr-file",
+                                  "check-kind-not-a-string"])
 def test_gate_bad_input_is_exit_2(sim_report, tmp_path, case):
     good = write(tmp_path / "good.json", all_fast(sim_report.report))
     args = ["gate", str(good)]
@@ -180,6 +183,10 @@ def test_gate_bad_input_is_exit_2(sim_report, tmp_path, case):
         args = ["gate", str(write(tmp_path / "x.json", bad))]
     elif case == "missing-file":
         args = ["gate", str(tmp_path / "nope.json")]
+    elif case == "check-kind-not-a-string":  # nlohmann throws deep inside: still exit 2, no abort
+        bad = all_fast(sim_report.report)
+        bad["checks"][0]["kind"] = 5
+        args = ["gate", str(write(tmp_path / "x.json", bad)), "--junit", str(tmp_path / "j.xml")]
     elif case == "bad-tolerance":
         args += ["--baseline", str(good), "--tolerance", "lots"]
     elif case == "bare-tolerance":
@@ -256,3 +263,19 @@ def test_nfr_scenario_file_matches_its_schema_and_lists():
     cov = json.loads(sandcheck(["coverage", "--json"]).out)
     covered = {r["id"] for r in cov["requirements"] if r["checks"]}
     assert {"NFR-1", "NFR-2", "NFR-3", "NFR-4", "NFR-5"} <= covered
+
+
+def test_nfr_teardown_fails_when_its_setup_fails(tmp_path):
+    """NFR-4 times the reclaim of a sandbox holding a file and a process: a setup that does not
+    exit 0 (here: the simulated shell has no sleep) fails the check instead of timing the
+    teardown of an empty sandbox."""
+    state = tmp_path / "state"
+    state.mkdir()
+    r = sandcheck(["run", "--scenario", "nfr", "--target", f"adapter:{SIM}", "--samples", "3",
+                   "--only", "teardown-reclaim", "--var", "command=echo"],
+                  out_dir=tmp_path / "out", env={"SIM_STATE_DIR": str(state)}, timeout=120)
+    assert r.code == 1, r
+    check = next(c for c in r.report["checks"] if c["id"] == "nfr/teardown-reclaim-sim")
+    assert check["outcome"] == "fail" and "did not run" in check["reason"], check
+    g = sandcheck(["gate", str(r.out_dir / "report.json")])
+    assert g.code == 1 and "absolute:nfr/teardown-reclaim-sim\tfail" in g.out, g
