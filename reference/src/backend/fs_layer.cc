@@ -38,13 +38,16 @@ Status CopyWritableLayer(pid_t init_pid, const std::string& tar_path, const std:
   std::vector<std::string> out = {"/bin/tar", "--numeric-owner", "-C",
                                   fmt::format("/proc/{}/root", init_pid), "-cpf", tar_path};
   for (const char* d : kWritableDirs) out.push_back(d);
-  RETURN_IF_ERROR(RunAndWait(out).WithContext("snapshot"));
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Internal(fmt::format("snapshot: creating {}: {}", dir, ec.message()));
-  Status in = RunAndWait({"/bin/tar", "--numeric-owner", "-C", dir, "-xpf", tar_path});
+  Status st = RunAndWait(out);
+  if (st.ok()) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) st = Internal(fmt::format("creating {}: {}", dir, ec.message()));
+  }
+  if (st.ok()) st = RunAndWait({"/bin/tar", "--numeric-owner", "-C", dir, "-xpf", tar_path});
   unlink(tar_path.c_str());
-  return in.WithContext("snapshot");
+  if (!st.ok()) std::filesystem::remove_all(dir, ec);  // no half layer left behind
+  return st.WithContext("snapshot");
 }
 
 }  // namespace sbx::backend

@@ -102,6 +102,13 @@ class GvisorSandbox final : public ContainerSandbox {
     if (suspended_) return FailedPrecondition("sandbox is already suspended");
     if (!current_ || current_->crashed())
       return FailedPrecondition("sandbox crashed; revert it first");
+    if (held_secrets_) {
+      // SECURITY (LC-4): a checkpoint is the memory of every process, environments included.
+      return FailedPrecondition(
+          "suspend refused: commands of this sandbox were given secrets, and a gVisor "
+          "checkpoint (the memory of every process) would write them to disk (LC-4); revert "
+          "first, or keep secrets out of sandboxes that must be suspended");
+    }
     auto t0 = Clock::now();
     ASSIGN_OR_RETURN(std::string root, SnapshotRoot());
     std::string image = fmt::format("{}/suspend-{}", root, ++suspends_);

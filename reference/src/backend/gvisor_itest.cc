@@ -312,6 +312,25 @@ TEST_F(Gvisor, SuspendKeepsProcessStateDurably) {
   ASSERT_TRUE(rt_->Destroy(id).ok());
 }
 
+TEST_F(Gvisor, SuspendIsRefusedWhileSecretsAreInTheSandboxsMemory) {
+  // LC-4: a checkpoint is the memory of every process; with secrets in it, it would put them
+  // on disk. Refused with the reason; after a revert (a fresh container) suspend works again.
+  auto id = rt_->Create(SandboxSpec{.backend = "gvisor", .secrets = {{"API_TOKEN", "s3cr3t-gv"}}});
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ExecResult r = Exec(*id, "sleep 60 </dev/null >/dev/null 2>&1 & test -n \"$API_TOKEN\" && echo has");
+  EXPECT_EQ(r.stdout_tail, "has\n") << r.reason;
+  auto s = rt_->Suspend(*id);
+  ASSERT_FALSE(s.ok()) << "a checkpoint holding the secret was written";
+  EXPECT_NE(s.status().message().find("LC-4"), std::string::npos) << s.status().ToString();
+  RevertSeconds(*id);
+  auto again = rt_->Suspend(*id);
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
+  if (again.ok()) {
+    EXPECT_TRUE(rt_->Resume(*id).ok());
+  }
+  ASSERT_TRUE(rt_->Destroy(*id).ok());
+}
+
 TEST_F(Gvisor, ASuspendGvisorCannotRestoreFailsLoudlyAndRevertRecovers) {
   // gVisor 2022-12 cannot restore a process holding a host descriptor (a background process
   // that kept a command's stdout, a host pipe). Resume says so; the sandbox needs a revert,

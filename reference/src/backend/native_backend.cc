@@ -287,14 +287,15 @@ class NativeSandbox final : public Sandbox {
     std::string tar = fmt::format("{}/layer-{}.tar", snapshot_root_, n);
     std::string dir = fmt::format("{}/layer-{}", snapshot_root_, n);
     RETURN_IF_ERROR(CopyWritableLayer(current_->init_pid(), tar, dir));
-    std::string previous = durable_layer_;
     durable_layer_ = dir;
     {
       // The spare was built from the old snapshot: it is stale now.
       std::lock_guard lock(slot_->mu);
       ++slot_->epoch;
     }
-    if (!previous.empty()) std::filesystem::remove_all(previous, ec);
+    // The previous layer stays until the sandbox ends: the running instance may still have it
+    // as its overlay's lower layer, and a lower layer must not change under a mounted overlay
+    // (files vanished: revert_itest ASecondSuspendKeepsTheFilesOfTheFirst). One per suspend.
     if (keep_spare_) ScheduleSpare();
     return Status::Ok();
   }

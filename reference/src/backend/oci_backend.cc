@@ -110,11 +110,11 @@ class OciSandbox final : public ContainerSandbox {
     std::string tar = fmt::format("{}/layer-{}.tar", root, n);
     std::string dir = fmt::format("{}/layer-{}", root, n);
     RETURN_IF_ERROR(CopyWritableLayer(current_->init_pid(), tar, dir));
-    std::string previous = layer_dir_;
     layer_dir_ = dir;
     slot_->Invalidate();  // the spare was built from the old snapshot
-    std::error_code ec;
-    if (!previous.empty()) std::filesystem::remove_all(previous, ec);
+    // The previous layer stays until the sandbox ends: the running instance may still have it
+    // as its overlay's lower layer, and a lower layer must not change under a mounted overlay
+    // (files vanished: revert_itest ASecondSuspendKeepsTheFilesOfTheFirst). One per suspend.
     if (keep_spare_) ScheduleSpare();
     return Status::Ok();
   }

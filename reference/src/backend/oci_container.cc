@@ -338,7 +338,20 @@ void Container::SignalTools(int sig) {
       uid_t uid = 0;
       if (!ProcParentAndUid(pid, &ppid, &uid)) continue;
       if (ppid == init_pid_ && uid == 0) continue;  // the init's fallback sleep
-      kill(pid, sig);
+      if (frozen) {
+        kill(pid, sig);
+      } else {
+        // SECURITY: not frozen, so the pid may have been reused by a host process since we read
+        // it: pin the process with a pidfd, check it is still in the sandbox's cgroup, and
+        // signal through the pidfd only.
+        int pfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+        if (pfd < 0) continue;
+        std::vector<pid_t> now = cgroup_->Pids();
+        if (std::find(now.begin(), now.end(), pid) != now.end()) {
+          syscall(SYS_pidfd_send_signal, pfd, sig, nullptr, 0);
+        }
+        close(pfd);
+      }
       ++targets;
     }
     if (frozen) (void)cgroup_->Thaw();

@@ -131,6 +131,7 @@ StatusOr<ExecResult> ContainerSandbox::Exec(const ExecSpec& exec) {
     r.sandbox_id = id_;
     return r;
   }
+  held_secrets_ = held_secrets_ || !spec_.secrets.empty() || !exec.secrets.empty();
   ASSIGN_OR_RETURN(ExecResult r, current_->Exec(exec, spec_.secrets));
   r.backend = backend_name_;
   r.sandbox_id = id_;
@@ -144,6 +145,7 @@ StatusOr<double> ContainerSandbox::Revert() {
   auto t0 = Clock::now();
   Retire(std::move(current_));
   suspended_ = false;
+  held_secrets_ = false;  // a fresh container from a snapshot that never held them
   ASSIGN_OR_RETURN(current_, TakeSpare());
   if (keep_spare_) ScheduleSpare();
   return Since(t0);

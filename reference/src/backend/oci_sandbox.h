@@ -70,6 +70,10 @@ class ContainerSandbox : public Sandbox {
   bool keep_spare_ = false;
   bool suspended_ = false;
   bool destroyed_ = false;
+  // LC-4: secrets were handed to a process of the current container (the sandbox's own or a
+  // command's) since it started. A gVisor checkpoint holds every process's memory, so it would
+  // write them to disk: gvisor refuses to suspend then.
+  bool held_secrets_ = false;
 };
 
 }  // namespace sbx::backend

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <vector>
 
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "sbx/runtime.h"
@@ -109,6 +111,25 @@ TEST_F(PersistentSandbox, SuspendMakesTheFilesystemLayerDurable) {
   Exec("echo after > /work/lost; rm /work/kept");
   Revert();
   EXPECT_EQ(Exec("cat /work/kept; ls /work").stdout_tail, "before\nkept\n");
+}
+
+TEST_F(PersistentSandbox, ASecondSuspendKeepsTheFilesOfTheFirst) {
+  // SNAP-2, SNAP-3: after suspend, resume and revert the running instance's lower layer is the
+  // first durable layer; a second suspend must not delete it under the running instance.
+  Exec("echo one > /work/a");
+  ASSERT_TRUE(rt_->Suspend(id_).ok());
+  ASSERT_TRUE(rt_->Resume(id_).ok());
+  ASSERT_TRUE(rt_->Revert(id_).ok());
+  EXPECT_EQ(Exec("cat /work/a").stdout_tail, "one\n");
+  Exec("echo two > /work/b");
+  ASSERT_TRUE(rt_->Suspend(id_).ok());
+  ASSERT_TRUE(rt_->Resume(id_).ok());
+  // Drop the kernel's dentry and inode caches, which could otherwise still serve files of a
+  // lower layer deleted under the overlay.
+  std::ofstream("/proc/sys/vm/drop_caches") << "2\n";
+  EXPECT_EQ(Exec("cat /work/a /work/b").stdout_tail, "one\ntwo\n") << "the running instance lost files";
+  ASSERT_TRUE(rt_->Revert(id_).ok());
+  EXPECT_EQ(Exec("cat /work/a /work/b").stdout_tail, "one\ntwo\n") << "the second layer lost files";
 }
 
 TEST_F(PersistentSandbox, FreezeStopsCpuUse) {
