@@ -35,7 +35,14 @@ std::optional<nlohmann::json> ReadProbeCache(const std::string& file, const std:
     return std::nullopt;
   }
   const nlohmann::json& a = j["answer"];
-  if (!a.value("ok", false) &&
+  // A damaged or foreign file is no answer (probe again), never an exception: every field the
+  // backends read must have its type.
+  if (!a.contains("ok") || !a["ok"].is_boolean()) return std::nullopt;
+  if (a.contains("unix_time") && !a["unix_time"].is_number()) return std::nullopt;
+  for (const char* k : {"version", "reason", "platform", "findings"}) {
+    if (a.contains(k) && !a[k].is_string()) return std::nullopt;
+  }
+  if (!a["ok"].get<bool>() &&
       static_cast<double>(time(nullptr)) - a.value("unix_time", 0.0) > 600) {
     return std::nullopt;
   }
