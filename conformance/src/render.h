@@ -31,6 +31,8 @@ sbx::Status CheckReportShape(const nlohmann::json& report);
 sbx::Status WriteRenderedReports(const nlohmann::json& report, const std::string& dir, bool tap);
 
 // Shared helpers.
+// A check's evidence object, or an empty object when the check has none (never UB on const json).
+const nlohmann::json& EvidenceOf(const nlohmann::json& check);
 std::string XmlEscape(const std::string& s);     // also for HTML; strips XML-invalid characters
 std::string SanitizeUtf8(const std::string& s);  // invalid bytes → U+FFFD; control chars dropped
 std::string FormatSeconds(

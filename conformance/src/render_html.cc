@@ -173,7 +173,7 @@ std::string RenderHtml(const json& r) {
            "</th><th>n</th><th>p50</th><th>p95</th><th>limit</th><th>outcome</th></tr>\n";
     for (const auto& c : r["checks"]) {
       if (c.value("kind", "") != "nfr_latency") continue;
-      const json& ev = c["evidence"];
+      const json& ev = EvidenceOf(c);
       out += fmt::format(
           "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
           "<td>p{} &lt; {}</td><td>{}</td></tr>\n",

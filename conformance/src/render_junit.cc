@@ -41,7 +41,7 @@ std::string EvidenceText(const json& c) {
                      c["expected"].value("reason", ""));
   }
   if (c.contains("evidence")) {
-    s += "evidence: " + c["evidence"].dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+    s += "evidence: " + EvidenceOf(c).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   }
   return s;
 }

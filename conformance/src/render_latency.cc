@@ -37,7 +37,7 @@ std::string RenderLatencyCdfs(const json& r) {
   }
   for (const auto& c : r["checks"]) {
     if (c.value("kind", "") != "nfr_latency") continue;
-    const json& ev = c["evidence"];
+    const json& ev = EvidenceOf(c);
     if (ev.contains("limit_s") && ev["limit_s"].is_number())
       limits[c.value("scenario", "") + "/" + ev.value("target", "")] = ev["limit_s"].get<double>();
   }
@@ -55,7 +55,7 @@ std::string NfrMarkdownTable(const json& r) {
   std::string rows;
   for (const auto& c : r["checks"]) {
     if (c.value("kind", "") != "nfr_latency") continue;
-    const json& ev = c["evidence"];
+    const json& ev = EvidenceOf(c);
     std::string reason = SanitizeUtf8(c.value("reason", ""));
     for (auto& ch : reason) {
       if (ch == '|' || ch == '\n') ch = ' ';

@@ -116,6 +116,8 @@ sbx::Status CheckReportShape(const json& r) {
       RETURN_IF_ERROR(need(c, k, VT::string, w));
     RETURN_IF_ERROR(need(c, "requirements", VT::array, w));
     RETURN_IF_ERROR(need(c, "blocking", VT::boolean, w));
+    if (c.contains("evidence") && !c["evidence"].is_object())
+      return sbx::InvalidArgument(fmt::format("{}.evidence: wrong type (an object is needed)", w));
   }
   for (size_t i = 0; i < r["scenarios"].size(); ++i) {
     const json& s = r["scenarios"][i];
@@ -132,6 +134,12 @@ sbx::Status CheckReportShape(const json& r) {
     }
   }
   return sbx::Status::Ok();
+}
+
+const json& EvidenceOf(const json& check) {
+  static const json kNone = json::object();
+  auto it = check.find("evidence");
+  return it != check.end() && it->is_object() ? *it : kNone;
 }
 
 sbx::Status WriteRenderedReports(const json& report, const std::string& dir, bool tap) {

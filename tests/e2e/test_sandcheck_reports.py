@@ -77,6 +77,23 @@ def test_render_rejects_what_is_not_a_report(tmp_path):
     assert p.returncode == 2 and "malformed JSON" in p.stderr
 
 
+def test_render_survives_checks_without_evidence_and_refuses_mistyped_evidence(tmp_path):
+    report = json.loads((ROOT / "reports" / "baseline" / "report.json").read_text())
+    for c in report["checks"]:
+        c.pop("evidence", None)
+    p1 = tmp_path / "no-evidence.json"
+    p1.write_text(json.dumps(report))
+    p = subprocess.run([str(SANDCHECK), "render", str(p1), "--out", str(tmp_path / "a")],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    report["checks"][0]["evidence"] = "not an object"
+    p2 = tmp_path / "bad-evidence.json"
+    p2.write_text(json.dumps(report))
+    p = subprocess.run([str(SANDCHECK), "render", str(p2), "--out", str(tmp_path / "b")],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "evidence" in p.stderr, p.stderr
+
+
 def test_html_figure_has_the_six_rows(tmp_path, mirror):
     r = sim_run(tmp_path, mirror)
     html = (r.out_dir / "report.html").read_text()
