@@ -487,7 +487,11 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
     int i_in = in_w.valid() ? np : -1;
     if (in_w.valid()) p[np++] = {in_w.get(), POLLOUT, 0};
     int rc = poll(p, static_cast<nfds_t>(np), wait_ms);
-    if (rc < 0 && errno != EINTR) return ErrnoStatus("poll");
+    if (rc < 0 && errno != EINTR) {
+      Status failed = ErrnoStatus("poll");
+      SignalAll(SIGKILL);  // nothing of a command we stopped watching keeps running
+      return failed;
+    }
     if (rc <= 0) continue;
     if (i_out >= 0 && (p[i_out].revents & (POLLIN | POLLHUP))) read_some(out_r, &r.stdout_tail, &r.stdout_bytes);
     if (i_err >= 0 && (p[i_err].revents & (POLLIN | POLLHUP))) read_some(err_r, &r.stderr_tail, &r.stderr_bytes);

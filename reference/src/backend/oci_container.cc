@@ -530,7 +530,12 @@ StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
     int i_in = in_w.valid() ? np : -1;
     if (in_w.valid()) p[np++] = {in_w.get(), POLLOUT, 0};
     int rc = poll(p, static_cast<nfds_t>(np), wait_ms);
-    if (rc < 0 && errno != EINTR) return ErrnoStatus("poll");
+    if (rc < 0 && errno != EINTR) {
+      Status failed = ErrnoStatus("poll");
+      SignalTools(SIGKILL);  // nothing of a command we stopped watching keeps running
+      ZeroMemFile(memfd.get(), text_size);
+      return failed;
+    }
     if (rc <= 0) continue;
     if (i_out >= 0 && (p[i_out].revents & (POLLIN | POLLHUP)))
       read_some(out_r, &r.stdout_tail, &r.stdout_bytes);
