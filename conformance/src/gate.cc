@@ -193,7 +193,13 @@ sbx::StatusOr<GateReport> EvaluateGates(const json& report, const NfrSpec& spec,
       g.id = fmt::format("absolute:{}", (*c)["id"].get<std::string>());
       g.limit = t.limit_s;
       std::string outcome = c->value("raw_outcome", c->value("outcome", ""));
-      if (outcome == "skip") {
+      // --profile certify: "a skip is a failure" (docs/sandcheck.md); the gate keeps that.
+      const bool certify = report.value("profile", json("")) == json("certify");
+      if (outcome == "skip" && certify) {
+        g.outcome = "fail";
+        g.message = fmt::format("{} {} on {}: not measured, and a certify run accepts no skip: {}",
+                                t.requirement, t.id, backend, c->value("reason", ""));
+      } else if (outcome == "skip") {
         g.outcome = "skip";
         g.message = fmt::format("{} {} on {}: not measured: {}", t.requirement, t.id, backend,
                                 c->value("reason", ""));

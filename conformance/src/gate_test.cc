@@ -215,6 +215,29 @@ TEST(AbsoluteGate, MissingSamplesAndRunErrorsFail) {
   EXPECT_EQ(err->ExitCode(), 1);
 }
 
+TEST(AbsoluteGate, ACertifyRunAcceptsNoSkippedTarget) {
+  NfrSpec spec = BuiltinSpec();
+  json skipped = json::array({{{"id", "nfr/cold-start-microvm-microvm"},
+                               {"scenario", "nfr"},
+                               {"kind", "nfr_latency"},
+                               {"level", "MUST"},
+                               {"outcome", "fail"},
+                               {"raw_outcome", "skip"},
+                               {"reason", "no microvm backend"},
+                               {"requirements", {"NFR-2"}},
+                               {"blocking", true},
+                               {"evidence", {{"target", "cold-start-microvm"}, {"backend", "microvm"}}}}});
+  json report = Report({Measurement("warm-start", "native", Samples(200, 0.001))}, skipped);
+  auto normal = EvaluateGates(report, spec, nullptr, {});
+  ASSERT_TRUE(normal.ok());
+  EXPECT_EQ(Find(*normal, "absolute:nfr/cold-start-microvm-microvm")->outcome, "skip");
+  report["profile"] = "certify";
+  auto certify = EvaluateGates(report, spec, nullptr, {});
+  ASSERT_TRUE(certify.ok());
+  EXPECT_EQ(Find(*certify, "absolute:nfr/cold-start-microvm-microvm")->outcome, "fail");
+  EXPECT_EQ(certify->ExitCode(), 1);
+}
+
 TEST(AbsoluteGate, NothingToGateFails) {
   NfrSpec spec = BuiltinSpec();
   auto g = EvaluateGates(Report(json::array()), spec, nullptr, {});
