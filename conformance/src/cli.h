@@ -39,6 +39,9 @@ sbx::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
 // "k=v" pairs of --var → map (kInvalidArgument for a malformed one).
 sbx::StatusOr<std::map<std::string, std::string>> ParseVars(const std::vector<std::string>& items);
 
+// "sandcheck run ARGS..." as a report records it: tokens never reach a report.
+std::vector<std::string> MaskedCommandLine(const std::vector<std::string>& args);
+
 // The subcommands (each returns the process exit code).
 int CmdRun(const std::vector<std::string>& args);
 int CmdList(const std::vector<std::string>& args);
@@ -46,7 +49,7 @@ int CmdCoverage(const std::vector<std::string>& args);
 int CmdRender(const std::vector<std::string>& args);
 // The latency targets (docs/nfr.md): `run --scenario nfr` (CmdRun hands over), gate, compare,
 // and the reproductions of the demo's measurements.
-int CmdRunNfr(const std::vector<std::string>& args);
+int CmdRunNfr(const std::vector<std::string>& args, const ParsedArgs& a);  // as CmdRun parsed them
 int CmdGate(const std::vector<std::string>& args);
 int CmdCompare(const std::vector<std::string>& args);
 int CmdReproduce(const std::vector<std::string>& args);

@@ -105,24 +105,10 @@ std::string Ms(const json& v) { return FormatSeconds(v); }
 
 }  // namespace
 
-int CmdRunNfr(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs(args, {{"target"},
-                                 {"scenario", true, true},
-                                 {"out"},
-                                 {"profile"},
-                                 {"expectations"},
-                                 {"var", true, true},
-                                 {"backend"},
-                                 {"tap", false},
-                                 {"token"},
-                                 {"adapter-timeout"},
-                                 {"mirror"},
-                                 {"mirror-bin"},
-                                 {"mirror-root"},
-                                 {"samples"},
-                                 {"only"}});
-  if (!parsed.ok()) return UsageError("run", parsed.status().message());
-  const ParsedArgs& a = *parsed;
+int CmdRunNfr(const std::vector<std::string>& args, const ParsedArgs& a) {
+  if (a.Has("target-host")) {
+    return UsageError("run", "--target-host applies to conformance scenarios, not to --scenario nfr");
+  }
   if (!a.positional.empty()) return UsageError("run", "unexpected argument " + a.positional[0]);
   std::vector<std::string> names = a.All("scenario");
   if (names.size() != 1) {
@@ -186,14 +172,7 @@ int CmdRunNfr(const std::vector<std::string>& args) {
 
   RunContext ctx;
   ctx.run_id = NewRunId();
-  ctx.command_line = {"sandcheck", "run"};
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i].rfind("--token=", 0) == 0) {
-      ctx.command_line.push_back("--token=<token>");
-    } else {
-      ctx.command_line.push_back(i > 0 && args[i - 1] == "--token" ? "<token>" : args[i]);
-    }
-  }
+  ctx.command_line = MaskedCommandLine(args);
   ctx.profile = *profile;
   ctx.target_spec = topts.spec;
   ctx.target_driver = target.ok() ? (*target)->Kind() : "";

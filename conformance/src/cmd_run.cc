@@ -183,7 +183,7 @@ int CmdRun(const std::vector<std::string>& args) {
   for (const auto& n : names) {
     // Latency targets (docs/nfr.md) are measured, not replayed: their own runner.
     auto src = FindScenarioSource(n);
-    if (src.ok() && IsNfrDocument(src->text)) return CmdRunNfr(args);
+    if (src.ok() && IsNfrDocument(src->text)) return CmdRunNfr(args, a);
   }
   if (a.Has("samples") || a.Has("only"))
     return UsageError("run", "--samples and --only apply to --scenario nfr only");
@@ -206,16 +206,7 @@ int CmdRun(const std::vector<std::string>& args) {
 
   RunContext ctx;
   ctx.run_id = NewRunId();
-  ctx.command_line.push_back("sandcheck");
-  ctx.command_line.push_back("run");
-  for (size_t i = 0; i < args.size(); ++i) {
-    // Tokens never reach a report.
-    if (args[i].rfind("--token=", 0) == 0) {
-      ctx.command_line.push_back("--token=<token>");
-    } else {
-      ctx.command_line.push_back(i > 0 && args[i - 1] == "--token" ? "<token>" : args[i]);
-    }
-  }
+  ctx.command_line = MaskedCommandLine(args);
   ctx.profile = *profile;
   ctx.target_spec = topts.spec;
   ctx.target_driver = target.ok() ? (*target)->Kind() : "";
