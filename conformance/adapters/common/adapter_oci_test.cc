@@ -25,6 +25,7 @@ TEST(OciSpecTest, LimitsAreInTheSpec) {
   EXPECT_EQ(res["cpu"]["period"], 100000);
   EXPECT_EQ(res["memory"]["limit"], 256ll << 20);
   EXPECT_EQ(res["memory"]["swap"], 256ll << 20);
+  EXPECT_EQ(res["memory"]["disableOOMKiller"], true);  // RES-8: nothing runs past a breach
   EXPECT_EQ(res["pids"]["limit"], 64);
   EXPECT_EQ(s["process"]["rlimits"][0]["hard"], 100);
   EXPECT_EQ(s["linux"]["cgroupsPath"], "sandcheck-x");

@@ -89,8 +89,13 @@ Json BuildOciSpec(const SandboxRecord& rec, const std::string& work_dir, const s
                         {"period", kCpuPeriodUs}};
   }
   // RES-2: memory, with swap capped at the same value so the limit cannot be dodged.
+  // RES-8: with the kernel's OOM killer disabled (cgroup v1 memory.oom_control), a breach parks
+  // the breaching task instead of killing one process and letting its shell run on; the OOM
+  // watch fires and Exec ends the whole container (docs/cgroups.md).
   if (rec.limits.memory_bytes.value_or(0) > 0) {
-    resources["memory"] = {{"limit", *rec.limits.memory_bytes}, {"swap", *rec.limits.memory_bytes}};
+    resources["memory"] = {{"limit", *rec.limits.memory_bytes},
+                           {"swap", *rec.limits.memory_bytes},
+                           {"disableOOMKiller", true}};
   }
   // RES-4: pids.max.
   if (rec.limits.pids.value_or(0) > 0) resources["pids"] = {{"limit", *rec.limits.pids}};
@@ -295,8 +300,12 @@ sbx::StatusOr<ExecResult> OciRuntime::Exec(Supervisor& sup, SandboxContext& sbx,
     if (wake == Supervisor::Wake::kEvent) {
       if (!oom_watch->Fired()) continue;
       // RES-8: a breached memory limit ends the whole sandbox, not just the process the
-      // kernel chose (cgroup v1 kills one process and its parent shell would carry on).
+      // kernel chose (cgroup v1 kills one process and its parent shell would carry on). The
+      // breaching task waits in the kernel (disableOOMKiller), so nothing runs on while the
+      // init — and with it the container's PID namespace — is killed: one syscall, no runtime
+      // CLI in between. Then the runtime's own kill, for anything outside that namespace.
       oom_event = true;
+      kill(init, SIGKILL);
       Kill(sup, sbx, SIGKILL);
       oom_watch.reset();
       deadline = DeadlineIn(10);

@@ -337,6 +337,9 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
   if (torn_down_ || !ctl_.valid()) return FailedPrecondition("sandbox instance is gone");
   auto t_inject = Clock::now();
   (void)cgroup_->ResetPeak();
+  // Usage is reported per command: CPU and throttled time as the difference from here (the
+  // cgroup counts from its creation; a pooled sandbox ran earlier commands in it).
+  const host::CgroupUsage before = cgroup_->Usage();
 
   // LC-4 inject context: argv, environment and secrets go to the sandbox in memory only.
   std::map<std::string, std::string> full;
@@ -443,6 +446,7 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
   if (exec.stdin_data.empty()) in_w.Reset();
   else fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
   int oom_fd = cgroup_->OomEventFd();
+  (void)cgroup_->TakeOomEvent();  // a wake-up left from an earlier command is not this one's
   auto last_disk_check = t_exec;
   char buf[65536];
 
@@ -501,11 +505,14 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
       if (n < 0 || stdin_off >= exec.stdin_data.size()) in_w.Reset();
     }
     if (i_oom >= 0 && (p[i_oom].revents & POLLIN)) {
-      uint64_t v;
-      if (read(oom_fd, &v, sizeof v) < 0) {}
-      // RES-2, RES-8, FAIL-3: on cgroup v1 the kernel kills ONE process; the sandbox ends whole.
-      oom = true;
-      SignalAll(SIGKILL);
+      (void)cgroup_->TakeOomEvent();
+      // RES-2, RES-8, FAIL-3: the limit was breached. v1: the breaching task waits in the kernel
+      // (the OOM killer is disabled for the cgroup) and nothing of the sandbox runs past it;
+      // v2: the kernel killed the whole group. Either way the sandbox ends whole, now.
+      if (cgroup_->UnderOom() || cgroup_->OomKills() > oom_kills_seen_) {
+        oom = true;
+        SignalAll(SIGKILL);
+      }
     }
     if (p[0].revents & POLLIN) {
       ip::Header eh{};
@@ -549,16 +556,18 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
     if (err_r.valid()) read_some(err_r, &r.stderr_tail, &r.stderr_bytes);
   }
   host::CgroupUsage u = cgroup_->Usage();
-  r.usage.cpu_seconds = u.cpu_seconds;
+  r.usage.cpu_seconds = u.cpu_seconds - before.cpu_seconds;
   r.usage.memory_peak_bytes = u.memory_peak_bytes;
   r.usage.oom_kills = u.oom_kills - oom_kills_seen_;
   r.usage.pids_peak = u.pids_peak;
-  r.usage.throttled_seconds = u.throttled_seconds;
+  r.usage.throttled_seconds = u.throttled_seconds - before.throttled_seconds;
   int64_t used = 0;
   int64_t free_bytes = DiskFree(init_pid_, &used);
   r.usage.disk_used_bytes = used;
   if (free_bytes >= 0 && free_bytes < 64 * 1024) disk_full = true;
   if (r.usage.oom_kills > 0) oom = true;  // the eventfd can lose the race with the exit
+  // A process the command left behind waits in OOM (v1): the limit was breached all the same.
+  if (cgroup_->UnderOom()) oom = true;
   oom_kills_seen_ = u.oom_kills;
 
   if (WIFEXITED(wait_status)) {

@@ -462,6 +462,7 @@ StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
   else
     fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
   int oom_fd = cgroup_->OomEventFd();
+  (void)cgroup_->TakeOomEvent();  // a wake-up left from an earlier command is not this one's
   auto last_disk_check = t_exec;
   const std::string work_path = fmt::format("/proc/{}/root/work", init_pid_);
   char buf[65536];
@@ -548,12 +549,11 @@ StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
       if (n < 0 || stdin_off >= exec.stdin_data.size()) in_w.Reset();
     }
     if (i_oom >= 0 && (p[i_oom].revents & POLLIN)) {
-      uint64_t v;
-      if (read(oom_fd, &v, sizeof v) < 0) {
-      }
-      // RES-2, RES-8, FAIL-3: on cgroup v1 the kernel kills ONE process (under gVisor: the
-      // Sentry); the container ends whole either way.
-      if (cgroup_->OomKills() > oom_kills_seen_ ||
+      (void)cgroup_->TakeOomEvent();
+      // RES-2, RES-8, FAIL-3: v1 (OOM killer disabled for the cgroup): the breaching task
+      // (under gVisor: the Sentry) waits in the kernel; v2: the kernel killed the group. The
+      // container ends whole either way.
+      if (cgroup_->UnderOom() || cgroup_->OomKills() > oom_kills_seen_ ||
           cgroup_->Usage().memory_peak_bytes >= limits_.memory_bytes * 95 / 100) {
         oom = true;
         KillNow();
@@ -637,6 +637,8 @@ StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
   r.usage.disk_used_bytes = used;
   if (free_bytes >= 0 && free_bytes < 64 * 1024) disk_full = true;
   if (r.usage.oom_kills > 0) oom = true;  // the eventfd can lose the race with the exit
+  // A process the command left behind waits in OOM (v1): the limit was breached all the same.
+  if (cgroup_->UnderOom()) oom = true;
   oom_kills_seen_ = u.oom_kills;
   // Contained and reported (RES-4, RES-8): the sandbox died at pids.max, or (gVisor) pids.max
   // refused gVisor a thread during the command, which it cannot serve normally after that.

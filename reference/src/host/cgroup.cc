@@ -221,6 +221,15 @@ int Cgroup::OomEventFd() {
 
 int64_t Cgroup::OomKills() const { return impl_->driver->OomKills(impl_->dirs); }
 
+bool Cgroup::UnderOom() const { return impl_->driver->UnderOom(impl_->dirs); }
+
+bool Cgroup::TakeOomEvent() {
+  if (impl_->oom_fd < 0) return false;
+  // An eventfd (v1) reads 8 bytes; an inotify fd (v2) needs room for a whole event.
+  alignas(8) char buf[512];
+  return read(impl_->oom_fd, buf, sizeof buf) > 0;
+}
+
 CgroupUsage Cgroup::Usage() const { return impl_->driver->Usage(impl_->dirs); }
 
 std::vector<pid_t> Cgroup::Pids() const { return impl_->Pids(); }

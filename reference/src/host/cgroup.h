@@ -102,8 +102,11 @@ class Cgroup {
   // becomes 1 s: the same hard cap, coarser grain.)
   Status SetCpuMillicores(int64_t millicores);
   // RES-2: memory limit (v1: memory.limit_in_bytes and memsw if present; v2: memory.max,
-  // memory.swap.max=0). OOM kill stays enabled. v1: memory.swappiness=0 (no swap use);
-  // v2: memory.oom.group=1 (an OOM kill takes the whole sandbox). 0 = no limit.
+  // memory.swap.max=0). v1: memory.swappiness=0 (no swap use) and the kernel's OOM killer
+  // DISABLED for the cgroup (memory.oom_control=1): a breach makes the task wait in the kernel
+  // (UnderOom()) and fires the OOM event, and the caller must end the whole sandbox (v1 would
+  // otherwise kill one process and let the rest run on). v2: memory.oom.group=1 (the kernel's
+  // OOM kill takes the whole sandbox at once). 0 = no limit (v1: killer enabled again).
   Status SetMemoryBytes(int64_t bytes);
   // RES-4: pids.max. 0 = no limit.
   Status SetPidsMax(int64_t pids);
@@ -124,11 +127,19 @@ class Cgroup {
   // (v1: cgroup.event_control on memory.oom_control; v2: inotify on memory.events).
   // Returns -1 if unavailable. Owned by the Cgroup. Readable is a wake-up, not the verdict
   // (v1 also signals it when the cgroup is removed; v2 on every memory.events change):
-  // confirm with OomKills() — and read OomKills() after the exit anyway (RES-8, FAIL-3).
+  // confirm with UnderOom() or OomKills() — and read both after the exit anyway (RES-8, FAIL-3).
   int OomEventFd();
   // The kernel's count of OOM kills in this cgroup (v1 memory.oom_control oom_kill; v2
   // memory.events oom_kill); 0 if unknown.
   int64_t OomKills() const;
+  // v1: a task of this cgroup waits in OOM now (the killer is disabled: SetMemoryBytes), so the
+  // limit was breached and nothing will end it but the caller. v2: false.
+  bool UnderOom() const;
+  // Consumes a pending wake-up of OomEventFd() without blocking: true if there was one (a
+  // wake-up, not the verdict: confirm with UnderOom() / OomKills() as for OomEventFd()).
+  // Call after a command ends (its event may have come after the last poll) and before the
+  // next one starts (a wake-up from an earlier command must not be taken for its own).
+  bool TakeOomEvent();
 
   CgroupUsage Usage() const;
   std::vector<pid_t> Pids() const;

@@ -160,6 +160,9 @@ class CgroupDriver {
   // Returns an fd (O_CLOEXEC|O_NONBLOCK) that becomes readable on an OOM event.
   virtual StatusOr<int> OpenOomEventFd(const CgroupDirs& d) const = 0;
   virtual int64_t OomKills(const CgroupDirs& d) const = 0;
+  // v1: a task of the cgroup waits in OOM (memory.oom_control under_oom, with the kernel's OOM
+  // killer disabled for the cgroup); v2: always false (the kernel kills the group at once).
+  virtual bool UnderOom(const CgroupDirs& d) const = 0;
   virtual CgroupUsage Usage(const CgroupDirs& d) const = 0;
   virtual bool CanFreeze(const CgroupDirs& d) const = 0;
   // Freezes/thaws and waits until the kernel says the state was reached.

@@ -67,7 +67,16 @@ class V1Driver final : public CgroupDriver {
       RETURN_IF_ERROR(WriteFile(mem, limit));
     }
     // No swap use at all (also where swap accounting is off and memsw does not exist).
-    return WriteFile(dir + "/memory.swappiness", "0").WithContext("disabling swap (RES-2)");
+    RETURN_IF_ERROR(WriteFile(dir + "/memory.swappiness", "0").WithContext("disabling swap (RES-2)"));
+    // SECURITY: RES-8, FAIL-3. v1's OOM killer kills ONE process and the rest of the sandbox
+    // runs on: a shell whose child was killed carries on with its next command before any
+    // watcher can act (seen in CI: "shell-survived" printed after an OOM). With the kernel's
+    // killer disabled for this cgroup, a task that breaches the limit waits in the kernel
+    // (under_oom 1) instead, the OOM eventfd fires, and the runtime ends the WHOLE sandbox: no
+    // process of it runs past the breach. The waiting tasks hold no more than the limit, and
+    // SIGKILL ends them (they sleep killable). With no limit the killer is enabled again.
+    return WriteFile(dir + "/memory.oom_control", bytes > 0 ? "1" : "0")
+        .WithContext("memory.oom_control (RES-8)");
   }
 
   Status SetPids(const CgroupDirs& d, int64_t max) const override {
@@ -104,6 +113,12 @@ class V1Driver final : public CgroupDriver {
     const std::string& dir = d.For("memory");
     if (dir.empty()) return 0;
     return ReadKeyed(dir + "/memory.oom_control", "oom_kill").value_or(0);
+  }
+
+  bool UnderOom(const CgroupDirs& d) const override {
+    const std::string& dir = d.For("memory");
+    if (dir.empty()) return false;
+    return ReadKeyed(dir + "/memory.oom_control", "under_oom").value_or(0) != 0;
   }
 
   CgroupUsage Usage(const CgroupDirs& d) const override {

@@ -104,6 +104,8 @@ class V2Driver final : public CgroupDriver {
     return ReadKeyed(d.dirs.at(0) + "/memory.events", "oom_kill").value_or(0);
   }
 
+  bool UnderOom(const CgroupDirs&) const override { return false; }  // oom.group kills at once
+
   CgroupUsage Usage(const CgroupDirs& d) const override {
     const std::string& dir = d.dirs.at(0);
     CgroupUsage u;
