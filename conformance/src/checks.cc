@@ -175,18 +175,37 @@ Verdict GatewayRefused(TaskRecord& t, const json& p, const TargetInfo& info) {
   return v;
 }
 
-Verdict CpuThrottled(TaskRecord& t, const json& p) {
+// A number the target reported in the exec answer's usage object (its cgroup's figures), if any.
+std::optional<double> UsageOf(const ExecAnswer& a, const char* key) {
+  if (!a.extra.contains("usage") || !a.extra["usage"].is_object()) return std::nullopt;
+  const json& u = a.extra["usage"];
+  if (!u.contains(key) || !u[key].is_number()) return std::nullopt;
+  double v = u[key].get<double>();
+  if (v < 0) return std::nullopt;
+  return v;
+}
+
+Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
   const ExecAnswer& a = t.task->answer;
   double min_ratio = p["min_ratio"];
+  double max_ratio = p["max_ratio"];
   Verdict v;
   std::vector<double> calib;
+  std::optional<double> calib_cpu;  // CPU seconds of the fastest calibration run (usage report)
+  double best = 1e300;
   json runs = json::array();
   for (const Step& s : t.calibration) {
     runs.push_back(ExecEvidence(s));
-    if (s.answer.status == "ok" && s.answer.exit_code == 0) calib.push_back(s.wall_seconds);
+    if (s.answer.status != "ok" || s.answer.exit_code != 0) continue;
+    calib.push_back(s.wall_seconds);
+    if (s.wall_seconds < best) {
+      best = s.wall_seconds;
+      calib_cpu = UsageOf(s.answer, "cpu_seconds");
+    }
   }
   v.evidence["calibration"] = runs;
   v.evidence["calibration_millicores"] = p["calibration_millicores"];
+  v.evidence["requested_millicores"] = millicores;
   auto inside = ParseCpuTool(a.stdout_text);
   if (inside) {
     // Recorded to show what the sandbox believes; never used for the verdict (SCN-5).
@@ -208,52 +227,194 @@ Verdict CpuThrottled(TaskRecord& t, const json& p) {
     return {Outcome::kFail, "the unthrottled calibration run did not complete", v.evidence};
   }
   double base = *std::min_element(calib.begin(), calib.end());
-  double ratio = base > 0 ? t.task->wall_seconds / base : 0;
-  v.evidence["throttled_wall_seconds"] = t.task->wall_seconds;
+  double wall = t.task->wall_seconds;
+  double ratio = base > 0 ? wall / base : 0;
+  // With the target's usage report the throttled wall time is also set against the CPU time
+  // the work needed unthrottled (host cgroup accounting, never the in-sandbox reading): a busy
+  // neighbour slows the unthrottled run's wall clock, not its CPU seconds.
+  std::optional<double> vs_cpu;
+  if (calib_cpu && *calib_cpu > 0) vs_cpu = wall / *calib_cpu;
+  std::optional<double> share, throttled_cpu = UsageOf(a, "cpu_seconds");
+  if (throttled_cpu && wall > 0) share = *throttled_cpu / wall;
+  v.evidence["throttled_wall_seconds"] = wall;
   v.evidence["unthrottled_wall_seconds"] = base;
   v.evidence["ratio"] = ratio;
   v.evidence["min_ratio"] = min_ratio;
-  t.got = fmt::format("{:.2f} s of wall time ({:.1f}x unthrottled)", t.task->wall_seconds, ratio);
+  v.evidence["max_ratio"] = max_ratio;
+  if (vs_cpu) {
+    v.evidence["unthrottled_cpu_seconds"] = *calib_cpu;
+    v.evidence["ratio_vs_cpu"] = *vs_cpu;
+  }
+  if (share) v.evidence["throttled_host_share"] = *share;
+  t.got = fmt::format("{:.2f} s of wall time ({:.1f}x unthrottled)", wall, ratio);
   std::string story = fmt::format(
-      "fixed work took {:.3f} s under the limit and {:.3f} s without it: {:.2f}x "
-      "(harness wall clock)",
-      t.task->wall_seconds, base, ratio);
-  if (ratio >= min_ratio) return {Outcome::kPass, story, v.evidence};
-  return {Outcome::kFail, fmt::format("{}; a hard cap needs >= {:.2f}x", story, min_ratio),
-          v.evidence};
+      "fixed work took {:.3f} s under the limit and {:.3f} s without it: {:.2f}x (harness wall "
+      "clock){}",
+      wall, base, ratio,
+      vs_cpu ? fmt::format(", {:.2f}x the {:.3f} CPU seconds it needed unthrottled (the "
+                           "target's usage report)",
+                           *vs_cpu, *calib_cpu)
+             : "");
+  std::vector<std::string> bad;
+  // The cap bites: either measure shows the slowdown (the CPU-time one survives a busy host).
+  double low = vs_cpu ? std::max(ratio, *vs_cpu) : ratio;
+  if (low < min_ratio) bad.push_back(fmt::format("a hard cap needs >= {:.2f}x", min_ratio));
+  // ... at the requested quota, not a lower one: the exact measure where there is one.
+  double high = vs_cpu ? *vs_cpu : ratio;
+  if (max_ratio > 0 && high > max_ratio) {
+    bad.push_back(fmt::format(
+        "{:.2f}x is more than {:.2f}x: the work was held to less CPU than the {} millicores asked "
+        "for (a cap below the requested one)",
+        high, max_ratio, millicores));
+  }
+  // ... and never above it: the capped run's host CPU share (cgroup CPU seconds / wall).
+  if (share && millicores > 0) {
+    double cap = static_cast<double>(millicores) / 1000.0;
+    if (*share > cap * 1.15 + 0.02) {
+      bad.push_back(fmt::format(
+          "it got {:.2f} of a CPU (the target's usage report) under a {:.2f} CPU cap", *share, cap));
+    }
+  }
+  if (bad.empty()) return {Outcome::kPass, story, v.evidence};
+  return {Outcome::kFail, fmt::format("{}; {}", story, Join(bad, "; ")), v.evidence};
 }
 
-Verdict ResourceExceeded(TaskRecord& t, const json& p) {
+// "256 MiB" / "1.5 GiB".
+std::string Mib(double bytes) {
+  double mib = bytes / (1024.0 * 1024.0);
+  return mib >= 1024 ? fmt::format("{:.3g} GiB", mib / 1024) : fmt::format("{:.4g} MiB", mib);
+}
+
+Verdict ResourceExceeded(TaskRecord& t, const json& p, int64_t limit_bytes) {
   const ExecAnswer& a = t.task->answer;
   Verdict v;
   bool ended = a.status == "resource_exceeded" || a.state == "CRASHED";
   t.refused = a.status != "ok" || a.state != "RUNNING" || a.exit_code != 0;
   t.got = ended ? fmt::format("{}, {}", a.status, a.state) : Told(a);
   if (t.recover) v.evidence["recover"] = ExecEvidence(*t.recover);
+  v.evidence["limit_bytes"] = limit_bytes;
   if (!ended) {
+    HogProgress hog = ParseHogProgress(a.stdout_text);
+    std::string marker = p["survivor_marker"];
+    bool ran_on = !marker.empty() && a.stdout_text.find(marker) != std::string::npos;
     std::string why =
-        a.status == "ok" && a.exit_code == 0
-            ? "the command ran to the end (no memory limit?)"
-            : "the breach was not reported (status must be resource_exceeded or state CRASHED)";
+        hog.done ? "the allocation completed (no memory limit?)"
+                 : fmt::format("the breach was not reported (status must be resource_exceeded or "
+                               "state CRASHED){}",
+                               ran_on ? ", and the shell ran on after the hog died" : "");
     return {Outcome::kFail,
-            fmt::format("{}: status {}, state {}, exit {}", why, a.status, a.state, a.exit_code),
+            fmt::format("{}: status {}, state {}, exit {}{}", why, a.status, a.state, a.exit_code,
+                        hog.done || hog.last_mib < 0
+                            ? ""
+                            : fmt::format(" (the hog's last progress line: {} MiB)", hog.last_mib)),
             v.evidence};
+  }
+  std::vector<std::string> held, bad;
+  held.push_back(fmt::format("ended as {} / {}", a.status, a.state));
+  // RES-8: the breach ends the SANDBOX, not one process of it: the shell must not go on.
+  std::string marker = p["survivor_marker"];
+  if (!marker.empty()) {
+    if (a.stdout_text.find(marker) != std::string::npos) {
+      bad.push_back(fmt::format(
+          "the shell went on after the hog was killed (stdout holds \"{}\"): the sandbox was "
+          "not ended, one process was",
+          marker));
+    } else {
+      held.push_back("nothing ran on after the breach");
+    }
+  }
+  // The kill came at the REQUESTED limit, as far as the output and the usage report show.
+  if (limit_bytes > 0) {
+    const double limit_mib = static_cast<double>(limit_bytes) / (1024.0 * 1024.0);
+    HogProgress hog = ParseHogProgress(a.stdout_text);
+    v.evidence["hog_last_progress_mib"] = hog.last_mib;
+    if (hog.done) {
+      bad.push_back("the hog printed that it finished its allocation");
+    } else if (hog.last_mib >= 0) {
+      double floor = p["progress_floor"].get<double>() * limit_mib;
+      if (static_cast<double>(hog.last_mib) >= limit_mib) {
+        bad.push_back(fmt::format(
+            "the hog got to {} MiB before the kill, past the {} limit asked for (the limit "
+            "applied is another one)",
+            hog.last_mib, Mib(static_cast<double>(limit_bytes))));
+      } else if (static_cast<double>(hog.last_mib) < floor) {
+        bad.push_back(fmt::format(
+            "the hog was killed after only {} MiB, far below the {} limit asked for (under {:.0f} "
+            "MiB: the limit applied is a lower one)",
+            hog.last_mib, Mib(static_cast<double>(limit_bytes)), floor));
+      } else {
+        held.push_back(fmt::format("the hog's last progress line was {} MiB, below the {} limit",
+                                   hog.last_mib, Mib(static_cast<double>(limit_bytes))));
+      }
+    }
+    if (auto peak = UsageOf(a, "memory_peak_bytes"); peak && *peak > 0) {
+      double slack = p["peak_slack"];
+      double lim = static_cast<double>(limit_bytes);
+      v.evidence["reported_peak_bytes"] = *peak;
+      if (*peak > lim * (1 + slack) || *peak < lim * (1 - 2 * slack)) {
+        bad.push_back(fmt::format(
+            "the target reports a peak of {} where the limit asked for is {} (the kill did not "
+            "come at the requested limit)",
+            Mib(*peak), Mib(lim)));
+      } else {
+        held.push_back(fmt::format("the reported peak {} is the limit", Mib(*peak)));
+      }
+    }
   }
   std::string want = p["recover_stdout"];
-  if (!t.recover)
-    return {Outcome::kFail, "ended as expected, but the recovery command was not run", v.evidence};
-  const ExecAnswer& r = t.recover->answer;
   std::string after = t.revert ? "after the revert" : "without a revert (the target offers none)";
-  if (r.status != "ok" || r.exit_code != 0 || Trimmed(r.stdout_text) != want) {
-    return {Outcome::kFail,
-            fmt::format("ended as {} / {}, but {} '{}' failed: {}", a.status, a.state, after,
-                        t.recover->command, Told(r)),
-            v.evidence};
+  if (!t.recover) {
+    bad.push_back("the recovery command was not run");
+  } else {
+    const ExecAnswer& r = t.recover->answer;
+    if (r.status != "ok" || r.exit_code != 0 || Trimmed(r.stdout_text) != want) {
+      bad.push_back(fmt::format("{} '{}' failed: {}", after, t.recover->command, Told(r)));
+    } else {
+      held.push_back(fmt::format("{} '{}' printed \"{}\"", after, t.recover->command, want));
+    }
   }
-  return {Outcome::kPass,
-          fmt::format("ended as {} / {}; {} '{}' printed \"{}\"", a.status, a.state, after,
-                      t.recover->command, want),
-          v.evidence};
+  // The bracket: just below the limit completes, just above it is ended.
+  json bracket = json::array();
+  for (const Step& s : t.bracket) {
+    bracket.push_back(s.is_exec ? ExecEvidence(s)
+                                : json{{"phase", s.phase},
+                                       {"wall_seconds", s.wall_seconds},
+                                       {"error", s.error}});
+    if (!s.is_exec) continue;
+    const ExecAnswer& r = s.answer;
+    if (s.phase == "bracket-under") {
+      std::string done = p["under_stdout"];
+      if (r.status != "ok" || r.exit_code != 0 ||
+          (!done.empty() && r.stdout_text.find(done) == std::string::npos)) {
+        bad.push_back(fmt::format("'{}', below the limit, did not complete ({}): the limit applied "
+                                  "is lower than the one asked for",
+                                  s.command, Told(r)));
+      } else {
+        held.push_back(fmt::format("'{}' (below the limit) completed", s.command));
+      }
+    } else if (s.phase == "bracket-over") {
+      if (r.status == "resource_exceeded" || r.state == "CRASHED") {
+        held.push_back(fmt::format("'{}' (just above the limit) was ended too", s.command));
+      } else {
+        bad.push_back(fmt::format("'{}', just above the limit, was not ended ({}): the limit "
+                                  "applied is higher than the one asked for",
+                                  s.command, Told(r)));
+      }
+    }
+  }
+  bool wanted_bracket = !p["under_command"].get<std::string>().empty() ||
+                        !p["over_command"].get<std::string>().empty();
+  if (wanted_bracket) {
+    v.evidence["bracket"] = bracket;
+    if (t.bracket.empty() && t.recover && t.recover->answer.status == "ok") {
+      bad.push_back(t.revert ? "the allocations below and above the limit were not run"
+                             : "the allocations below and above the limit need a revert");
+    }
+  }
+  v.evidence["held"] = held;
+  v.evidence["failed"] = bad;
+  if (!bad.empty()) return {Outcome::kFail, Join(bad, "; "), v.evidence};
+  return {Outcome::kPass, Join(held, "; "), v.evidence};
 }
 
 Verdict ExitOk(TaskRecord& t, const json& p) {
@@ -418,6 +579,42 @@ Findings JudgeAnswer(const ExecAnswer& a, double wall_seconds, const json& e) {
       }
     }
   }
+  if (e.contains("figure") && e["figure"].is_object()) {
+    // The target's own evidence first (its usage report, read from the cgroup), the command's
+    // own count only where the target reports none.
+    const json& fig = e["figure"];
+    std::string usage = fig["usage"], ptr = fig["json"], what = fig["what"];
+    std::optional<double> value;
+    std::string source;
+    if (!usage.empty() && a.extra.contains("usage") && a.extra["usage"].is_object() &&
+        a.extra["usage"].contains(usage) && a.extra["usage"][usage].is_number() &&
+        a.extra["usage"][usage].get<double>() >= 0) {
+      value = a.extra["usage"][usage].get<double>();
+      source = fmt::format("the target's usage report ({})", usage);
+    } else if (!ptr.empty()) {
+      auto doc = FirstJsonLine(a.stdout_text);
+      json::json_pointer jp(ptr);
+      if (doc && doc->contains(jp) && (*doc)[jp].is_number()) {
+        value = (*doc)[jp].get<double>();
+        source = fmt::format("the command's own count ({})", ptr);
+      }
+    }
+    std::string bounds =
+        fmt::format("{}{}{}", fig.contains("min") ? fmt::format(">= {}", fig["min"].dump()) : "",
+                    fig.contains("min") && fig.contains("max") ? " and " : "",
+                    fig.contains("max") ? fmt::format("<= {}", fig["max"].dump()) : "");
+    if (!value) {
+      f.failed.push_back(fmt::format("no {} to judge: the target reports no usage.{} and stdout "
+                                     "holds no {}",
+                                     what, usage.empty() ? "?" : usage, ptr.empty() ? "?" : ptr));
+    } else {
+      bool ok = (!fig.contains("min") || *value >= fig["min"].get<double>()) &&
+                (!fig.contains("max") || *value <= fig["max"].get<double>());
+      (ok ? f.held : f.failed)
+          .push_back(fmt::format("{} {:g} from {}{}", what, *value, source,
+                                 ok ? "" : ", expected " + bounds));
+    }
+  }
   double max_s = e["max_seconds"];
   if (max_s > 0) {
     if (wall_seconds > max_s)
@@ -480,8 +677,14 @@ Verdict Expect(TaskRecord& t, const json& p) {
     if (!one) f.failed.push_back("none of the alternatives held (" + Join(misses, "; ") + ")");
   }
   for (const auto& key : p["answer_has"].get<std::vector<std::string>>()) {
-    if (!AnswerPath(a.extra, key))
+    const json* got = AnswerPath(a.extra, key);
+    if (!got || got->is_null()) {
       f.failed.push_back(fmt::format("the answer does not report '{}'", key));
+    } else if (got->is_number() && got->get<double>() < 0) {
+      // -1 is "not measured" (the convention of the answers): present, but no figure.
+      f.failed.push_back(
+          fmt::format("the answer reports '{}' as {} (not measured)", key, got->dump()));
+    }
   }
   if (!p["answer_has"].empty() && f.failed.empty()) {
     f.held.push_back(fmt::format("the answer reports {}",
@@ -550,33 +753,116 @@ Verdict Expect(TaskRecord& t, const json& p) {
   return {Outcome::kPass, Join(f.held, "; "), v.evidence};
 }
 
+// SNAP-2, LC-10: what the canaries planted before a task's revert say about it: "" if the
+// revert erased everything planted (or nothing was planted, with the reason in `note`), else
+// the problem. `e` receives the evidence.
+std::string CanaryFindings(const TaskRecord& t, json* e, std::string* note) {
+  if (!t.canary_note.empty()) {
+    *note = t.canary_note;
+    return "";
+  }
+  if (!t.plant) return "";  // the scenario plants none
+  (*e)["plant"] = ExecEvidence(*t.plant);
+  const ExecAnswer& pa = t.plant->answer;
+  auto planted = ParseCanaryPlant(pa.stdout_text);
+  if ((pa.status == "sandbox_unavailable" || pa.state == "CRASHED") &&
+      t.spec->check && t.spec->check->kind == "resource_exceeded") {
+    // The task's own breach ended the sandbox although its answer did not say so: that answer
+    // is the memory check's to judge; there was nothing left to plant canaries in.
+    *note = fmt::format("none planted: the sandbox had ended after the task ('{}': {})",
+                        t.plant->command, Told(pa));
+    return "";
+  }
+  if (pa.status != "ok" || !planted) {
+    return fmt::format(
+        "the canaries could not be planted before the revert ('{}': {}){}", t.plant->command,
+        Told(pa),
+        pa.exit_code == 127 ? "; the target's image needs the fixture tool sbx-canary "
+                              "(docs/images.md)"
+                            : "");
+  }
+  (*e)["planted"] = planted->planted;
+  (*e)["not_planted"] = planted->not_planted;
+  if (planted->planted.empty()) {
+    *note = "nothing could be planted (read-only everywhere)";
+    return "";
+  }
+  if (!t.canary_check) return "the canaries were planted but not checked after the revert";
+  (*e)["canary_check"] = ExecEvidence(*t.canary_check);
+  const ExecAnswer& ca = t.canary_check->answer;
+  auto checked = ParseCanaryCheck(ca.stdout_text);
+  if (ca.status != "ok" || !checked) {
+    return fmt::format("the canary check after the revert failed ({})", Told(ca));
+  }
+  std::vector<std::string> survived;
+  for (const auto& k : checked->survivors) {
+    if (std::find(planted->planted.begin(), planted->planted.end(), k) != planted->planted.end())
+      survived.push_back(k);
+  }
+  (*e)["survivors"] = survived;
+  if (survived.empty()) return "";
+  return fmt::format("{} of {} canaries survived ({})", survived.size(), planted->planted.size(),
+                     Join(survived, ", "));
+}
+
 Verdict CleanAfterRevert(ScenarioRun& run, const json& p) {
   int64_t want = p["expect_files"];
   Verdict v;
   json per = json::array();
-  std::vector<std::string> bad;
-  int checked = 0;
+  std::vector<std::pair<std::vector<std::string>, std::string>> bad;  // tasks → finding
+  int checked = 0, canaries = 0;
   for (const TaskRecord& t : run.tasks) {
     if (!t.ran || !t.revert) continue;
     ++checked;
     json e = {{"task", t.spec->id},
               {"files_after", t.files_after ? json(*t.files_after) : json(nullptr)}};
     if (t.clean_check) e["clean_check"] = ExecEvidence(*t.clean_check);
-    per.push_back(e);
+    std::vector<std::string> wrong;
     if (!t.files_after) {
-      bad.push_back(fmt::format("after '{}': the file count failed ({})", t.spec->id,
-                                t.clean_check ? Told(t.clean_check->answer) : "not run"));
+      wrong.push_back(fmt::format("the file count failed ({})",
+                                  t.clean_check ? Told(t.clean_check->answer) : "not run"));
     } else if (*t.files_after != want) {
-      bad.push_back(fmt::format("after '{}': {} file{}", t.spec->id, *t.files_after,
-                                *t.files_after == 1 ? "" : "s"));
+      wrong.push_back(
+          fmt::format("{} file{} in /work", *t.files_after, *t.files_after == 1 ? "" : "s"));
+    }
+    std::string note;
+    json ce = json::object();
+    std::string canary = CanaryFindings(t, &ce, &note);
+    if (t.plant || !t.canary_note.empty()) {
+      if (!note.empty()) ce["note"] = note;
+      e["canaries"] = ce;
+      if (t.plant && note.empty()) ++canaries;
+    }
+    if (!canary.empty()) wrong.push_back(canary);
+    per.push_back(e);
+    if (!wrong.empty()) {
+      // Tasks with the same finding are named together.
+      std::string finding = Join(wrong, "; ");
+      auto same = std::find_if(bad.begin(), bad.end(),
+                               [&](const auto& b) { return b.second == finding; });
+      if (same == bad.end())
+        bad.push_back({{t.spec->id}, finding});
+      else
+        same->first.push_back(t.spec->id);
     }
   }
   v.evidence["after_each_task"] = per;
   if (checked == 0) return {Outcome::kSkip, "no task ran with a revert", v.evidence};
-  if (!bad.empty())
-    return {Outcome::kFail, fmt::format("/work not clean after revert: {}", Join(bad, "; ")),
+  if (!bad.empty()) {
+    std::vector<std::string> parts;
+    for (const auto& [tasks, finding] : bad) {
+      parts.push_back(fmt::format("after '{}': {}", Join(tasks, "', '"), finding));
+    }
+    return {Outcome::kFail, fmt::format("not clean after revert: {}", Join(parts, "; ")),
             v.evidence};
-  return {Outcome::kPass, fmt::format("{} files in /work after each of {} reverts", want, checked),
+  }
+  return {Outcome::kPass,
+          fmt::format("{} files in /work after each of {} reverts{}", want, checked,
+                      canaries ? fmt::format("; every canary planted before {} of them (hidden "
+                                             "files, /tmp, $HOME, outside /work, a process, a "
+                                             "listening socket) was gone after",
+                                             canaries)
+                               : ""),
           v.evidence};
 }
 
@@ -607,6 +893,14 @@ Verdict RevertMeasured(ScenarioRun& run) {
               "{} reverts: p50 {:.4f} s, max {:.4f} s (harness); first request after: p50 {:.4f} s",
               reverts, w.p50, w.max, ComputeStats(first).p50),
           v.evidence};
+}
+
+// A limit of the create request of the sandbox the task ran in (its own, or the scenario's).
+int64_t RequestedLimit(const ScenarioRun& run, const TaskRecord& t, const char* key) {
+  const json& req = t.own_request.is_null() ? run.create_request : t.own_request;
+  if (!req.is_object() || !req.contains("limits") || !req["limits"].is_object()) return 0;
+  const json& l = req["limits"];
+  return l.contains(key) && l[key].is_number_integer() ? l[key].get<int64_t>() : 0;
 }
 
 const CheckResult* FindResult(const std::vector<CheckResult>& results, const std::string& id) {
@@ -678,9 +972,12 @@ void JudgeScenario(ScenarioRun& run, const TargetInfo& info) {
       else if (c->kind == "gateway_refused")
         v = GatewayRefused(*task, p, info);
       else if (c->kind == "cpu_throttled")
-        v = CpuThrottled(*task, p);
+        v = CpuThrottled(*task, p, RequestedLimit(run, *task, "cpu_millicores"));
       else if (c->kind == "resource_exceeded")
-        v = ResourceExceeded(*task, p);
+        v = ResourceExceeded(*task, p,
+                             p["limit_bytes"].get<int64_t>() > 0
+                                 ? p["limit_bytes"].get<int64_t>()
+                                 : RequestedLimit(run, *task, "memory_bytes"));
       else if (c->kind == "exit_ok")
         v = ExitOk(*task, p);
       else if (c->kind == "expect")

@@ -52,10 +52,45 @@ class SixTask : public ::testing::Test {
     calib.answer.exit_code = 0;
     calib.wall_seconds = 1.0;
     task("cpu").calibration = {calib, calib};
-    Answer("memory", "resource_exceeded", "CRASHED", -1, "allocated 64 MiB\n", "");
+    // Killed at the requested 256 MiB: the last progress line below it; then the bracket.
+    Answer("memory", "resource_exceeded", "CRASHED", -1,
+           "allocated 208 MiB\nallocated 224 MiB\nallocated 240 MiB\n", "");
     task("memory").recover.emplace();
     task("memory").recover->answer.exit_code = 0;
     task("memory").recover->answer.stdout_text = "ok\n";
+    task("memory").bracket = {ExecStep("bracket-under", "sbx-memhog 160", "ok", 0, "done 160 MiB\n"),
+                              ExecStep("bracket-over", "sbx-memhog 288", "resource_exceeded", -1,
+                                       "allocated 240 MiB\n"),
+                              Step{.phase = "bracket-revert"}};
+    run_.create_request = {{"limits", {{"cpu_millicores", 500}, {"memory_bytes", 256 << 20}}}};
+  }
+
+  static Step ExecStep(const std::string& phase, const std::string& cmd, const std::string& status,
+                       int exit, const std::string& out) {
+    Step s;
+    s.phase = phase;
+    s.is_exec = true;
+    s.command = cmd;
+    s.answer.status = status;
+    s.answer.state = status == "ok" ? "RUNNING" : "CRASHED";
+    s.answer.exit_code = exit;
+    s.answer.stdout_text = out;
+    return s;
+  }
+
+  // Canaries planted before a task's revert, and what the check after it found.
+  void Canaries(const std::string& id, const std::string& survivors) {
+    TaskRecord& t = task(id);
+    t.canary_token = "abcd1234";
+    t.plant = ExecStep("plant", "sbx-canary plant abcd1234", "ok", 0,
+                       R"({"planted":["work-hidden-file","tmp-file","process","listening-socket"],)"
+                       R"("not_planted":{"outside:/etc":"EROFS"},"port":40000})"
+                       "\n");
+    t.canary_check = ExecStep(
+        "canary-check", "sbx-canary check abcd1234 40000", "ok", 0,
+        R"({"survivors":[)" + survivors +
+            R"(],"checked":["work-hidden-file","tmp-file","outside:/etc","process","listening-socket"]})"
+            "\n");
   }
 
   TaskRecord& task(const std::string& id) {
@@ -176,6 +211,92 @@ TEST_F(SixTask, CpuJudgedOnHarnessWallClockNotInsideCpuTime) {
 TEST_F(SixTask, OomReportedAsOkFails) {
   Answer("memory", "ok", "RUNNING", 137, "allocated 64 MiB\n", "Killed\n");
   EXPECT_EQ(Failing(), std::set<std::string>{"memory-limit"});
+}
+
+// SCN-5: a cap at another quota than the one asked for fails — too low by the ratio band, too
+// high by the host CPU share the target reports.
+TEST_F(SixTask, CpuCapAtTheWrongQuotaFails) {
+  task("cpu").task->wall_seconds = 4.0;  // 250m instead of 500m: 4x
+  EXPECT_EQ(Failing(), std::set<std::string>{"cpu-cap"});
+  EXPECT_NE(Result("cpu-cap").reason.find("cap below the requested one"), std::string::npos);
+  // With the target's usage: the unthrottled run needed 1.0 CPU second; under contention its
+  // wall time doubled (ratio 2.0 by wall clock), but 4 s against 1 CPU second is 4x: caught.
+  task("cpu").calibration[0].wall_seconds = task("cpu").calibration[1].wall_seconds = 2.0;
+  for (auto& c : task("cpu").calibration) c.answer.extra["usage"] = {{"cpu_seconds", 1.0}};
+  EXPECT_EQ(Failing(), std::set<std::string>{"cpu-cap"});
+  // 2 s for 1 CPU second is right, whatever the contention.
+  task("cpu").task->wall_seconds = 2.0;
+  task("cpu").task->answer.extra["usage"] = {{"cpu_seconds", 1.0}};
+  EXPECT_EQ(Failing(), std::set<std::string>{});
+  // ... unless the capped run got more than its half CPU (a cap above the requested one).
+  task("cpu").task->answer.extra["usage"] = {{"cpu_seconds", 1.6}};
+  EXPECT_EQ(Failing(), std::set<std::string>{"cpu-cap"});
+  EXPECT_NE(Result("cpu-cap").reason.find("of a CPU"), std::string::npos);
+}
+
+// SCN-6: a runtime that kills at its own default (512 MiB) instead of the 256 MiB asked for
+// still ends the 640 MiB hog; the progress line, the bracket and the reported peak catch it.
+TEST_F(SixTask, MemoryKilledAtAnotherLimitFails) {
+  Answer("memory", "resource_exceeded", "CRASHED", -1, "allocated 480 MiB\nallocated 496 MiB\n", "");
+  EXPECT_EQ(Failing(), std::set<std::string>{"memory-limit"});
+  EXPECT_NE(Result("memory-limit").reason.find("496 MiB"), std::string::npos);
+  // Without any output (a target that loses it on a crash) the bracket still shows it.
+  Answer("memory", "resource_exceeded", "CRASHED", -1, "", "");
+  task("memory").bracket[1] = ExecStep("bracket-over", "sbx-memhog 288", "ok", 0, "done 288 MiB\n");
+  EXPECT_EQ(Failing(), std::set<std::string>{"memory-limit"});
+  EXPECT_NE(Result("memory-limit").reason.find("higher than the one asked for"), std::string::npos);
+  // A limit set too low: the allocation below the limit is killed, the hog dies early.
+  task("memory").bracket[1] =
+      ExecStep("bracket-over", "sbx-memhog 288", "resource_exceeded", -1, "");
+  task("memory").bracket[0] =
+      ExecStep("bracket-under", "sbx-memhog 160", "resource_exceeded", -1, "allocated 112 MiB\n");
+  Answer("memory", "resource_exceeded", "CRASHED", -1, "allocated 96 MiB\nallocated 112 MiB\n", "");
+  EXPECT_EQ(Failing(), std::set<std::string>{"memory-limit"});
+  EXPECT_NE(Result("memory-limit").reason.find("lower than the one asked for"), std::string::npos);
+  EXPECT_NE(Result("memory-limit").reason.find("far below"), std::string::npos);
+}
+
+TEST_F(SixTask, MemoryPeakReportedByTheTargetMustBeTheLimit) {
+  task("memory").task->answer.extra["usage"] = {{"memory_peak_bytes", 256 << 20}};
+  EXPECT_EQ(Failing(), std::set<std::string>{});
+  task("memory").task->answer.extra["usage"] = {{"memory_peak_bytes", 512 << 20}};
+  EXPECT_EQ(Failing(), std::set<std::string>{"memory-limit"});
+  EXPECT_NE(Result("memory-limit").reason.find("peak of 512 MiB"), std::string::npos);
+}
+
+// RES-8: the answer says resource_exceeded / CRASHED, but the shell ran on (v1 killed one
+// process): the sandbox was not ended.
+TEST_F(SixTask, ShellRunningOnAfterTheBreachFails) {
+  Answer("memory", "resource_exceeded", "CRASHED", -1, "allocated 240 MiB\nhog-exit=137\n", "");
+  EXPECT_EQ(Failing(), std::set<std::string>{"memory-limit"});
+  EXPECT_NE(Result("memory-limit").reason.find("the shell went on"), std::string::npos);
+}
+
+TEST_F(SixTask, BracketNotRunFails) {
+  task("memory").bracket.clear();
+  EXPECT_EQ(Failing(), std::set<std::string>{"memory-limit"});
+}
+
+// SCN-7, SNAP-2: a revert that empties the visible part of /work only.
+TEST_F(SixTask, PartialRevertNamesTheSurvivingCanaries) {
+  for (const char* id : {"download", "outside-name", "cpu"}) Canaries(id, "");
+  EXPECT_EQ(Failing(), std::set<std::string>{});
+  EXPECT_NE(Result("clean-after-revert").reason.find("every canary"), std::string::npos);
+  Canaries("cpu", R"("work-hidden-file","process","outside:/etc")");
+  EXPECT_EQ(Failing(), std::set<std::string>{"clean-after-revert"});
+  const std::string& why = Result("clean-after-revert").reason;
+  EXPECT_NE(why.find("after 'cpu': 2 of 4 canaries survived (work-hidden-file, process)"),
+            std::string::npos)
+      << why;  // outside:/etc was never planted: not counted
+  // A plant that failed (no sbx-canary in the image) fails: the revert cannot be shown whole.
+  Canaries("cpu", "");
+  task("cpu").plant = ExecStep("plant", "sbx-canary plant abcd1234", "ok", 127, "");
+  EXPECT_EQ(Failing(), std::set<std::string>{"clean-after-revert"});
+  EXPECT_NE(Result("clean-after-revert").reason.find("could not be planted"), std::string::npos);
+  // Planted but never checked: fails too.
+  Canaries("cpu", "");
+  task("cpu").canary_check.reset();
+  EXPECT_EQ(Failing(), std::set<std::string>{"clean-after-revert"});
 }
 
 TEST_F(SixTask, UnusableAfterRevertFails) {

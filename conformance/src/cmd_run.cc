@@ -23,6 +23,7 @@
 #include "live_log.h"
 #include "mirror_fixture.h"
 #include "render.h"
+#include "repeat.h"
 #include "report.h"
 #include "runner.h"
 #include "subprocess.h"
@@ -48,6 +49,9 @@ Replays scenarios against a sandbox runtime and writes the reports.
   --expectations FILE   known gaps of the target (check id -> expected outcome + reason);
                         "none" for none (default for adapter:DIR/X is DIR/../expectations/X.json)
   --backend B           ask the target for backend B (skips if it does not offer it)
+  --repeat N            run every scenario N times (1..1000, default 1) against the same target:
+                        per check, how often each outcome occurred; a check whose outcome
+                        changed is "flaky", which fails the run like a failure
   --tap                 also write report.tap (TAP 13)
   --token T             bearer token for an http/unix target (default $SANDCHECK_TOKEN)
   --adapter-timeout S   bound of one call to the target beyond the command's own timeout (default 30)
@@ -108,17 +112,18 @@ void PrintSummary(const json& report, const std::string& out_dir, bool tap) {
     for (auto& ch : reason) {
       if (ch == '\t' || ch == '\n') ch = ' ';
     }
-    std::printf("%s\t%s\t%s\t%s%s\t%s\n", c["id"].get<std::string>().c_str(), reqs.c_str(),
+    std::printf("%s\t%s\t%s\t%s%s%s\t%s\n", c["id"].get<std::string>().c_str(), reqs.c_str(),
                 c["level"].get<std::string>().c_str(), c["outcome"].get<std::string>().c_str(),
-                c["blocking"].get<bool>() ? " (blocking)" : "", reason.c_str());
+                RepeatTally(c).c_str(), c["blocking"].get<bool>() ? " (blocking)" : "",
+                reason.c_str());
   }
   const json& s = report["summary"];
   std::printf(
       "\nverdict: %s (exit %d): %d checks: %d pass, %d fail, %d skip, %d xfail, %d xpass, %d "
-      "error\n",
+      "error%s\n",
       s["verdict"].get<std::string>().c_str(), s["exit_code"].get<int>(), s["checks"].get<int>(),
       s["pass"].get<int>(), s["fail"].get<int>(), s["skip"].get<int>(), s["xfail"].get<int>(),
-      s["xpass"].get<int>(), s["error"].get<int>());
+      s["xpass"].get<int>(), s["error"].get<int>(), RepeatSummary(report).c_str());
   for (const auto& e : report["errors"])
     std::printf("error: %s\n", SanitizeUtf8(e.get<std::string>()).c_str());
   std::printf("reports:\n");
@@ -147,6 +152,7 @@ int CmdRun(const std::vector<std::string>& args) {
                                  {"mirror-root"},
                                  {"samples"},
                                  {"only"},
+                                 {"repeat"},
                                  {"target-host"}});
   if (!parsed.ok()) return UsageError("run", parsed.status().message());
   const ParsedArgs& a = *parsed;
@@ -178,12 +184,29 @@ int CmdRun(const std::vector<std::string>& args) {
   if (!target_host.empty() && target_host != "local" && target_host != "remote")
     return UsageError("run", fmt::format("--target-host '{}': local or remote", target_host));
 
+  int repeat = 1;
+  if (a.Has("repeat")) {
+    std::string text = a.Get("repeat");
+    char* rend = nullptr;
+    long n = std::strtol(text.c_str(), &rend, 10);
+    if (rend == text.c_str() || *rend != '\0' || n < 1 || n > 1000)
+      return UsageError("run", fmt::format("--repeat '{}': a whole number from 1 to 1000", text));
+    repeat = static_cast<int>(n);
+  }
+
   std::vector<std::string> names = a.All("scenario");
   if (names.empty()) names.push_back("six-task");
   for (const auto& n : names) {
     // Latency targets (docs/nfr.md) are measured, not replayed: their own runner.
     auto src = FindScenarioSource(n);
-    if (src.ok() && IsNfrDocument(src->text)) return CmdRunNfr(args, a);
+    if (src.ok() && IsNfrDocument(src->text)) {
+      if (a.Has("repeat")) {
+        return UsageError("run",
+                          "--repeat applies to replayed scenarios; the latency targets of "
+                          "--scenario nfr take --samples (each sample is already a repetition)");
+      }
+      return CmdRunNfr(args, a);
+    }
   }
   if (a.Has("samples") || a.Has("only"))
     return UsageError("run", "--samples and --only apply to --scenario nfr only");
@@ -211,6 +234,7 @@ int CmdRun(const std::vector<std::string>& args) {
   ctx.target_spec = topts.spec;
   ctx.target_driver = target.ok() ? (*target)->Kind() : "";
   ctx.backend = a.Get("backend");
+  ctx.repeat = repeat;
   ctx.vars = *vars;
   ctx.expectations = expectations ? &*expectations : nullptr;
   ctx.started_unix =
@@ -315,8 +339,20 @@ int CmdRun(const std::vector<std::string>& args) {
       runs.push_back(std::move(run));
       continue;
     }
-    Runner runner(**target, *ctx.info, ropts, log);
-    runs.push_back(runner.Run(s));
+    // --repeat N: the same scenario N times against the same target, merged per check
+    // (repeat.h: an outcome that changed is flaky).
+    std::vector<ScenarioRun> reps;
+    for (int i = 0; i < repeat && (i == 0 || InterruptCount() == 0); ++i) {
+      if (repeat > 1) log.Progress(fmt::format("{}: run {} of {}", s.name, i + 1, repeat));
+      Runner runner(**target, *ctx.info, ropts, log);
+      reps.push_back(runner.Run(s));
+    }
+    if (static_cast<int>(reps.size()) < repeat) {
+      reps.back().abort_error += fmt::format("{}interrupted after {} of {} runs",
+                                             reps.back().abort_error.empty() ? "" : "; ",
+                                             reps.size(), repeat);
+    }
+    runs.push_back(MergeRepeats(std::move(reps)));
   }
   log.ClearProgress();
   if (mirror) {

@@ -182,6 +182,73 @@ std::optional<int64_t> ParseFileCount(const std::string& out) {
   return std::strtoll(m[1].str().c_str(), nullptr, 10);
 }
 
+namespace {
+
+// The first line of `out` that parses as a JSON object.
+std::optional<nlohmann::json> JsonLine(const std::string& out) {
+  size_t pos = 0;
+  while (pos < out.size()) {
+    size_t nl = out.find('\n', pos);
+    std::string line = out.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? out.size() : nl + 1;
+    if (line.empty() || line[0] != '{') continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) return j;
+  }
+  return std::nullopt;
+}
+
+bool StringList(const nlohmann::json& j, const char* key, std::vector<std::string>* out) {
+  if (!j.contains(key) || !j[key].is_array()) return false;
+  for (const auto& x : j[key]) {
+    if (!x.is_string()) return false;
+    out->push_back(x.get<std::string>());
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<CanaryPlant> ParseCanaryPlant(const std::string& out) {
+  auto j = JsonLine(out);
+  if (!j) return std::nullopt;
+  CanaryPlant p;
+  if (!StringList(*j, "planted", &p.planted)) return std::nullopt;
+  if (j->contains("not_planted") && (*j)["not_planted"].is_object()) {
+    for (const auto& [k, v] : (*j)["not_planted"].items()) {
+      if (v.is_string()) p.not_planted[k] = v.get<std::string>();
+    }
+  }
+  if (j->contains("port") && (*j)["port"].is_number_integer()) {
+    int64_t port = (*j)["port"].get<int64_t>();
+    if (port > 0 && port < 65536) p.port = static_cast<int>(port);
+  }
+  return p;
+}
+
+std::optional<CanaryCheck> ParseCanaryCheck(const std::string& out) {
+  auto j = JsonLine(out);
+  if (!j) return std::nullopt;
+  CanaryCheck c;
+  if (!StringList(*j, "survivors", &c.survivors) || !StringList(*j, "checked", &c.checked))
+    return std::nullopt;
+  return c;
+}
+
+HogProgress ParseHogProgress(const std::string& out) {
+  static const std::regex kLine(R"((allocated|done) ([0-9]{1,9}) MiB)");
+  HogProgress h;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), kLine); it != std::sregex_iterator();
+       ++it) {
+    if ((*it)[1] == "done") {
+      h.done = true;
+    } else {
+      h.last_mib = std::strtoll((*it)[2].str().c_str(), nullptr, 10);
+    }
+  }
+  return h;
+}
+
 std::string TailOf(const std::string& s, size_t n) {
   if (s.size() <= n) return s;
   return "..." + s.substr(s.size() - n);

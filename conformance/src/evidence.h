@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace sandcheck {
 
@@ -57,6 +59,27 @@ std::optional<CpuToolOutput> ParseCpuTool(const std::string& stdout_text);
 
 // The clean check's stdout ("0\n") → number of files; nullopt if it is not one integer.
 std::optional<int64_t> ParseFileCount(const std::string& stdout_text);
+
+// `sbx-canary plant` (fixtures/tools/sbx-canary.c): the kinds planted, those that could not be
+// (kind → errno name), the listening socket's port (0: none).
+struct CanaryPlant {
+  std::vector<std::string> planted;
+  std::map<std::string, std::string> not_planted;
+  int port = 0;
+};
+std::optional<CanaryPlant> ParseCanaryPlant(const std::string& stdout_text);
+// `sbx-canary check`: the kinds that survived and the kinds looked at.
+struct CanaryCheck {
+  std::vector<std::string> survivors, checked;
+};
+std::optional<CanaryCheck> ParseCanaryCheck(const std::string& stdout_text);
+
+// sbx-memhog's progress: the N of its last "allocated N MiB" line, "done N MiB" as done.
+struct HogProgress {
+  int64_t last_mib = -1;  // -1: no progress line
+  bool done = false;
+};
+HogProgress ParseHogProgress(const std::string& stdout_text);
 
 // Last `n` bytes of `s`, prefixed with "..." when cut (evidence tails).
 std::string TailOf(const std::string& s, size_t n);

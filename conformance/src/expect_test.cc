@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <functional>
+#include <thread>
 
 #include "catalog.h"
 #include "checks.h"
@@ -220,6 +222,31 @@ TEST_F(ExpectJudge, AnyOfPassesWhenOneAlternativeHolds) {
   EXPECT_NE(r.second.find("/peak_procs is 400"), std::string::npos);
 }
 
+// RES-4: the figure comes from the target's own usage report (its cgroup) where it gives one,
+// else from the command's own count; either can fail the check.
+TEST_F(ExpectJudge, FigurePrefersTheTargetsUsageReport) {
+  json p = {{"figure", {{"usage", "pids_peak"}, {"json", "/peak_procs"}, {"max", 128}}}};
+  ExecAnswer held = Out("{\"peak_procs\":150}");  // the command's count overshoots ...
+  held.extra["usage"] = {{"pids_peak", 64}};     // ... the cgroup held at 64
+  auto r = Judge(p, held);
+  EXPECT_EQ(r.first, "pass") << r.second;
+  EXPECT_NE(r.second.find("usage report"), std::string::npos);
+  ExecAnswer over = Out("{\"peak_procs\":100}");
+  over.extra["usage"] = {{"pids_peak", 256}};  // a pids limit above the one asked for
+  EXPECT_EQ(Judge(p, over).first, "fail");
+  // No usage (or -1: not known): the command's own count decides.
+  EXPECT_EQ(Judge(p, Out("{\"peak_procs\":128}")).first, "pass");
+  ExecAnswer unknown = Out("{\"peak_procs\":400}");
+  unknown.extra["usage"] = {{"pids_peak", -1}};
+  EXPECT_EQ(Judge(p, unknown).first, "fail");
+  auto none = Judge(p, Out("no json"));
+  EXPECT_EQ(none.first, "fail");
+  EXPECT_NE(none.second.find("no pids_peak to judge"), std::string::npos);
+  EXPECT_NE(LoadError({{"figure", {{"usage", "pids_peak"}}}}).find("min and/or max"),
+            std::string::npos);
+  EXPECT_NE(LoadError({{"figure", {{"max", 1}}}}).find("usage and/or json"), std::string::npos);
+}
+
 TEST_F(ExpectJudge, ThenIsJudgedAndMustHaveRun) {
   json p = {{"then", {{"command", "ps"}, {"stdout_not_contains", "sleep 1"}}}};
   auto with_then = [](const std::string& out) {
@@ -286,8 +313,15 @@ TEST_F(ExpectJudge, ARefusalPassesOnlyWhereAllowed) {
 TEST_F(ExpectJudge, AnswerHasLooksIntoExtraKeys) {
   json p = {{"answer_has", {"stages.execute", "stages.cleanup"}}};
   ExecAnswer a = Out("");
-  a.extra["stages"] = {{"execute", 0.1}, {"cleanup", -1}};
+  a.extra["stages"] = {{"execute", 0.1}, {"cleanup", 0.0}};
   EXPECT_EQ(Judge(p, a).first, "pass");
+  // -1 is "not measured": the key is there, the figure is not (a check that passed on it could
+  // not fail for any target that always writes every key).
+  a.extra["stages"]["cleanup"] = -1;
+  auto unmeasured = Judge(p, a);
+  EXPECT_EQ(unmeasured.first, "fail");
+  EXPECT_NE(unmeasured.second.find("'stages.cleanup' as -1 (not measured)"), std::string::npos)
+      << unmeasured.second;
   a.extra["stages"].erase("cleanup");
   auto bad = Judge(p, a);
   EXPECT_EQ(bad.first, "fail");
@@ -311,9 +345,12 @@ TEST(HostScan, FindsARealProcessAndSeesItGo) {
     ::execlp("sleep", "sleep", secs.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  json found;
-  for (int i = 0; i < 100 && (found.is_null() || found["found"].empty()); ++i) {
-    found = ScanHostProcesses("sleep " + secs, 0);  // exec takes a moment
+  // exec takes a moment: scan until the process shows (up to 30 s, not a number of scans).
+  json found = ScanHostProcesses("sleep " + secs, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (found["found"].empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    found = ScanHostProcesses("sleep " + secs, 0);
   }
   ASSERT_EQ(found["found"].size(), 1u) << found.dump();
   EXPECT_EQ(found["found"][0]["pid"], pid);

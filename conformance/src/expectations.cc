@@ -20,13 +20,15 @@ const char* OutcomeName(Outcome o) {
       return "xpass";
     case Outcome::kError:
       return "error";
+    case Outcome::kFlaky:
+      return "flaky";
   }
   return "error";
 }
 
 std::optional<Outcome> ParseOutcome(const std::string& s) {
   for (Outcome o : {Outcome::kPass, Outcome::kFail, Outcome::kSkip, Outcome::kXfail,
-                    Outcome::kXpass, Outcome::kError}) {
+                    Outcome::kXpass, Outcome::kError, Outcome::kFlaky}) {
     if (s == OutcomeName(o)) return o;
   }
   return std::nullopt;
@@ -70,9 +72,10 @@ sbx::StatusOr<Expectations> LoadExpectations(const std::string& path) {
     x.reason = er.String("reason", "", Required::kYes);
     if (sbx::Status st = er.Finish(); !st.ok())
       return sbx::InvalidArgument(fmt::format("{}: {}", path, st.message()));
-    if (x.outcome != "fail" && x.outcome != "skip") {
-      return sbx::InvalidArgument(fmt::format(
-          "{}: expectations.{}.outcome: '{}' (expected fail or skip)", path, it.key(), x.outcome));
+    if (x.outcome != "fail" && x.outcome != "skip" && x.outcome != "flaky") {
+      return sbx::InvalidArgument(
+          fmt::format("{}: expectations.{}.outcome: '{}' (expected fail, skip or flaky)", path,
+                      it.key(), x.outcome));
     }
     if (x.reason.empty()) {
       return sbx::InvalidArgument(
@@ -114,7 +117,8 @@ void ApplyExpectationsAndProfile(std::vector<ScenarioRun>& runs, const Expectati
         }
       }
       if (use_expectations && x) {
-        if (r.raw == Outcome::kFail && x->outcome == "fail") {
+        if ((r.raw == Outcome::kFail && x->outcome == "fail") ||
+            (r.raw == Outcome::kFlaky && x->outcome == "flaky")) {
           r.outcome = Outcome::kXfail;
         } else if (r.raw == Outcome::kPass) {
           r.outcome = Outcome::kXpass;
@@ -129,6 +133,7 @@ void ApplyExpectationsAndProfile(std::vector<ScenarioRun>& runs, const Expectati
       }
       switch (r.outcome) {
         case Outcome::kFail:
+        case Outcome::kFlaky:  // --repeat: an outcome that changed cannot certify anything
           r.blocking = r.spec->level == "MUST" || profile != Profile::kDefault;
           break;
         case Outcome::kXpass:

@@ -26,7 +26,7 @@ const char* ProfileName(Profile p);
 sbx::StatusOr<Profile> ParseProfile(const std::string& s);
 
 struct Expectation {
-  std::string outcome;  // "fail" | "skip"
+  std::string outcome;  // "fail" | "skip" | "flaky" (a known flaky check, under --repeat)
   std::string reason;
 };
 

@@ -48,13 +48,21 @@ struct TaskRecord {
   std::string host_note;     // why a scan was not done (a target elsewhere)
   nlohmann::json gateway;    // decisions seen for this task (array), or null if not offered
   std::string gateway_note;  // why there is no gateway evidence
+  // SNAP-2, LC-10 (after_each_task.canaries): `sbx-canary plant TOKEN` before the revert and
+  // `sbx-canary check TOKEN PORT` after it; canary_note says why none were planted.
+  std::optional<Step> plant, canary_check;
+  std::string canary_token, canary_note;
+  // kind resource_exceeded: after the recovery, the allocation below the limit, the one above
+  // it, and the revert after that (phases bracket-under, bracket-over, bracket-revert).
+  std::vector<Step> bracket;
   // Filled by the check: the figure's WHAT IT GETS column, and whether the command was refused
   // or failed (the figure marks those rows).
   std::string got;
   bool refused = false;
 };
 
-enum class Outcome { kPass, kFail, kSkip, kXfail, kXpass, kError };
+// kFlaky: `sandcheck run --repeat N` saw the check's outcome change between runs.
+enum class Outcome { kPass, kFail, kSkip, kXfail, kXpass, kError, kFlaky };
 const char* OutcomeName(Outcome o);
 std::optional<Outcome> ParseOutcome(const std::string& s);
 
@@ -67,6 +75,9 @@ struct CheckResult {
   std::string expected_outcome, expected_reason;  // from the expectations file ("" = none)
   bool blocking = false;                          // counts against the run (exit 1)
   double seconds = 0;                             // wall time of the calls it judged
+  // --repeat N (N > 1): how often each raw outcome occurred, and each run's outcome and reason.
+  std::map<std::string, int> repeat_counts;
+  nlohmann::json repeat_runs = nlohmann::json::array();
 };
 
 struct ScenarioRun {

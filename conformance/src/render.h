@@ -37,6 +37,10 @@ std::string XmlEscape(const std::string& s);     // also for HTML; strips XML-in
 std::string SanitizeUtf8(const std::string& s);  // invalid bytes → U+FFFD; control chars dropped
 std::string FormatSeconds(
     const nlohmann::json& seconds);  // 0.47 → "0.47 s", 0.0021 → "2.1 ms", null → "-"
+// --repeat N: " · every scenario run N times: K flaky" ("" for a single run), and a check's
+// " (3 pass, 2 fail over 5 runs)" ("" when the check was not repeated).
+std::string RepeatSummary(const nlohmann::json& report);
+std::string RepeatTally(const nlohmann::json& check);
 // The checks of `report` that judge task `task_id` of `scenario` (or nullptr).
 const nlohmann::json* CheckForTask(const nlohmann::json& report, const std::string& scenario,
                                    const std::string& task_id);

@@ -18,7 +18,7 @@ th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e5e7eb;vertical-a
 th{color:#6b7280;font-weight:normal;text-transform:uppercase;font-size:11px;letter-spacing:1px}
 code,pre{font-family:monospace;font-size:12px} pre{background:#f9fafb;padding:8px;overflow-x:auto;white-space:pre-wrap}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:bold;font-size:12px;color:#fff}
-.pass{background:#15803d}.fail,.xpass{background:#be123c}.skip{background:#6b7280}.xfail{background:#b45309}
+.pass{background:#15803d}.fail,.xpass{background:#be123c}.flaky{background:#c2410c}.skip{background:#6b7280}.xfail{background:#b45309}
 .error{background:#7c3aed}.verdict{font-size:16px;padding:3px 12px}
 .meta td:first-child{color:#6b7280;width:180px} figure{margin:12px 0;overflow-x:auto}
 details{margin:4px 0} summary{cursor:pointer}
@@ -79,13 +79,14 @@ std::string RenderHtml(const json& r) {
                      E(target.value("version", "")));
   out += fmt::format(
       "<p>{} exit code {} · {} checks: {} pass, {} fail, {} skip, {} xfail, {} xpass, {} "
-      "error</p>\n",
+      "error{}</p>\n",
       Badge(verdict == "pass"   ? "pass"
             : verdict == "fail" ? "fail"
                                 : "error",
             "verdict"),
       sum.value("exit_code", 3), sum.value("checks", 0), sum.value("pass", 0), sum.value("fail", 0),
-      sum.value("skip", 0), sum.value("xfail", 0), sum.value("xpass", 0), sum.value("error", 0));
+      sum.value("skip", 0), sum.value("xfail", 0), sum.value("xpass", 0), sum.value("error", 0),
+      E(RepeatSummary(r)));
   out += "<table class=\"meta\">\n";
   auto meta = [&](const std::string& k, const std::string& v) {
     out += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", E(k), v);
@@ -145,10 +146,10 @@ std::string RenderHtml(const json& r) {
     std::string reqs;
     for (const auto& q : c["requirements"]) reqs += (reqs.empty() ? "" : " ") + E(q);
     out += fmt::format(
-        "<tr><td><code>{}</code><br>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}"
+        "<tr><td><code>{}</code><br>{}</td><td>{}</td><td>{}</td><td>{}{}{}</td><td>{}"
         "<details><summary>evidence</summary><pre>{}</pre></details></td></tr>\n",
         E(c["id"]), E(c.value("title", "")), reqs, E(c["level"]), Badge(c["outcome"]),
-        c.value("blocking", false) ? " <b>blocking</b>" : "", E(c["reason"]),
+        E(RepeatTally(c)), c.value("blocking", false) ? " <b>blocking</b>" : "", E(c["reason"]),
         E(c.value("evidence", json::object()).dump(2, ' ', false, json::error_handler_t::replace)));
   }
   out += "</table>\n";

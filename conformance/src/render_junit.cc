@@ -1,7 +1,7 @@
 // junit.xml in the Jenkins dialect that GitLab and GitHub reporters read too (the schema we
 // validate against is tests/e2e/data/junit.xsd). One <testsuite> per scenario, one <testcase> per
 // check, named by the check's stable ID. Outcome mapping:
-//   pass → plain; fail (blocking) / xpass → <failure>; error → <error>; skip → <skipped>;
+//   pass → plain; fail (blocking) / flaky (blocking, --repeat) / xpass → <failure>; error → <error>; skip → <skipped>;
 //   xfail → <skipped message="xfail: ...">; a SHOULD failure that does not fail the run under the
 //   profile → <skipped message="SHOULD not met ...">, so CI shows it without turning red.
 #include <fmt/format.h>
@@ -75,6 +75,17 @@ std::string RenderJunit(const json& report) {
       su.failures++;
       inner = fmt::format("      <failure message=\"{}\" type=\"{}\">{}</failure>\n",
                           XmlEscape(msg), level, XmlEscape(EvidenceText(c)));
+    } else if (outcome == "flaky" && blocking) {
+      // --repeat N: the outcome changed between runs; the reason tells how often each occurred.
+      su.failures++;
+      inner = fmt::format("      <failure message=\"{}\" type=\"flaky\">{}</failure>\n",
+                          XmlEscape(msg), XmlEscape(EvidenceText(c)));
+    } else if (outcome == "flaky") {
+      su.skipped++;
+      inner = fmt::format("      <skipped message=\"{}\"/>\n",
+                          XmlEscape(fmt::format("flaky SHOULD (does not fail the run under profile "
+                                                "{}): {}",
+                                                report.value("profile", "default"), msg)));
     } else if (outcome == "xpass") {
       su.failures++;
       inner = fmt::format("      <failure message=\"{}\" type=\"xpass\">{}</failure>\n",
@@ -160,6 +171,8 @@ std::string RenderTap(const json& report) {
       line = fmt::format("ok {} - {} # SKIP {}", n, desc, reason);
     else if (outcome == "xfail")
       line = fmt::format("not ok {} - {} # TODO expected failure: {}", n, desc, reason);
+    else if (outcome == "flaky" && !blocking)
+      line = fmt::format("not ok {} - {} # TODO flaky SHOULD-level check, not required", n, desc);
     else if (outcome == "fail" && !blocking)
       line = fmt::format("not ok {} - {} # TODO SHOULD-level, not required under this profile", n,
                          desc);

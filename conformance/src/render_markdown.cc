@@ -32,10 +32,11 @@ std::string RenderMarkdown(const json& r) {
                                 Cell(target.value("version", "")));
   out += fmt::format(
       "**Verdict: {}** (exit code {}) · {} checks: {} pass, {} fail, {} skip, {} xfail, {} xpass, "
-      "{} error · profile `{}` · run `{}`\n\n",
+      "{} error{} · profile `{}` · run `{}`\n\n",
       Cell(sum.value("verdict", "error")), sum.value("exit_code", 3), sum.value("checks", 0),
       sum.value("pass", 0), sum.value("fail", 0), sum.value("skip", 0), sum.value("xfail", 0),
-      sum.value("xpass", 0), sum.value("error", 0), Cell(r.value("profile", "")),
+      sum.value("xpass", 0), sum.value("error", 0), Cell(RepeatSummary(r)),
+      Cell(r.value("profile", "")),
       Cell(r.value("run_id", "")));
   std::string features;
   for (const auto& f : target.value("features", json::array()))
@@ -86,8 +87,9 @@ std::string RenderMarkdown(const json& r) {
   for (const auto& c : r["checks"]) {
     std::string reqs;
     for (const auto& q : c["requirements"]) reqs += (reqs.empty() ? "" : ", ") + Cell(q);
-    out += fmt::format("| `{}` | {} | {} | {}{} | {} |\n", Cell(c["id"]), reqs, Cell(c["level"]),
-                       Cell(c["outcome"]), c.value("blocking", false) ? " (blocking)" : "",
+    out += fmt::format("| `{}` | {} | {} | {}{}{} | {} |\n", Cell(c["id"]), reqs, Cell(c["level"]),
+                       Cell(c["outcome"]), Cell(RepeatTally(c)),
+                       c.value("blocking", false) ? " (blocking)" : "",
                        Cell(c["reason"]));
   }
   if (!r["measurements"].empty()) {

@@ -159,4 +159,23 @@ sbx::Status WriteRenderedReports(const json& report, const std::string& dir, boo
   return sbx::Status::Ok();
 }
 
+std::string RepeatSummary(const nlohmann::json& report) {
+  int runs = report.value("repeat", 1);
+  if (runs <= 1) return "";
+  const nlohmann::json& sum = report["summary"];
+  return fmt::format(" · every scenario run {} times: {} flaky", runs, sum.value("flaky", 0));
+}
+
+std::string RepeatTally(const nlohmann::json& check) {
+  if (!check.contains("repeat") || !check["repeat"].is_object()) return "";
+  const nlohmann::json& r = check["repeat"];
+  std::string out;
+  for (const char* o : {"pass", "fail", "skip", "error", "xfail", "xpass", "flaky"}) {
+    const nlohmann::json& counts = r.value("counts", nlohmann::json::object());
+    if (!counts.contains(o) || !counts[o].is_number_integer()) continue;
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", counts[o].get<int>(), o);
+  }
+  return fmt::format(" ({} over {} runs)", out, r.value("runs", 0));
+}
+
 }  // namespace sandcheck

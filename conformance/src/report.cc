@@ -25,10 +25,11 @@ json TaskJson(const TaskRecord& t) {
     calib.push_back(s.wall_seconds);
   }
   if (t.calibration_ops.size() > 1) steps.push_back(StepJson(t.calibration_ops.back()));
-  for (const auto* s :
-       {&t.own_create, &t.task, &t.then, &t.revert, &t.clean_check, &t.recover, &t.own_destroy}) {
+  for (const auto* s : {&t.own_create, &t.task, &t.then, &t.plant, &t.revert, &t.clean_check,
+                        &t.canary_check, &t.recover, &t.own_destroy}) {
     if (*s) steps.push_back(StepJson(**s));
   }
+  for (const Step& s : t.bracket) steps.push_back(StepJson(s));
   // In the order they were made (a follow-up `then` may come before or after the revert).
   std::stable_sort(steps.begin(), steps.end(), [](const json& a, const json& b) {
     return a["started_unix"].get<double>() < b["started_unix"].get<double>();
@@ -141,7 +142,8 @@ json BuildReport(const RunContext& ctx, const std::vector<ScenarioRun>& runs) {
   json scenarios = json::array(), checks = json::array(), measurements = json::array();
   std::vector<std::string> errors = ctx.errors;
   std::map<std::string, int> counts = {{"pass", 0},  {"fail", 0},  {"skip", 0},
-                                       {"xfail", 0}, {"xpass", 0}, {"error", 0}};
+                                       {"xfail", 0}, {"xpass", 0}, {"error", 0},
+                                       {"flaky", 0}};
   int blocking = 0;
   for (const ScenarioRun& run : runs) {
     const Scenario& s = *run.scenario;
@@ -207,6 +209,12 @@ json BuildReport(const RunContext& ctx, const std::vector<ScenarioRun>& runs) {
            {"blocking", r.blocking},
            {"seconds", r.seconds},
            {"evidence", r.evidence}});
+      if (ctx.repeat > 1) {
+        // --repeat N: how often each outcome occurred, and each run's outcome and reason.
+        checks.back()["repeat"] = {{"runs", ctx.repeat},
+                                   {"counts", r.repeat_counts},
+                                   {"per_run", r.repeat_runs}};
+      }
     }
   }
   int exit_code = !errors.empty() || counts["error"] > 0 ? 3 : blocking > 0 ? 1 : 0;
@@ -232,6 +240,7 @@ json BuildReport(const RunContext& ctx, const std::vector<ScenarioRun>& runs) {
           {"finished_unix", ctx.finished_unix},
           {"seconds", ctx.finished_unix - ctx.started_unix},
           {"profile", ProfileName(ctx.profile)},
+          {"repeat", ctx.repeat},
           {"target", target},
           {"host", HostFacts()},
           {"environment", {{"fixtures", ctx.fixtures}, {"variables", ctx.vars}}},

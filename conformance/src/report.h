@@ -26,6 +26,7 @@ struct RunContext {
   std::map<std::string, std::string> vars;             // --var
   const Expectations* expectations = nullptr;
   std::vector<std::string> errors;  // infrastructure failures outside scenarios
+  int repeat = 1;                   // --repeat N: every scenario was run N times
 };
 
 // Builds report.json, including the summary and the exit code of the run.

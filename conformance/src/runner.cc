@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 
 #include "checks.h"
 #include "evidence.h"
@@ -203,6 +204,49 @@ bool Runner::ThenStep(ScenarioRun& run, TaskRecord& rec, const std::string& sand
   return ExecStep(run, rec.spec->label, "then", sandbox, cmd, then["timeout_s"], &*rec.then);
 }
 
+bool Runner::PlantCanaries(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox) {
+  if (rec.task && rec.task->answer.state == "CRASHED") {
+    rec.canary_note = "none planted: the task ended the sandbox";
+    return true;
+  }
+  std::random_device rd;
+  rec.canary_token = fmt::format("{:08x}{:04x}", rd(), rd() & 0xffff);
+  rec.plant.emplace();
+  return ExecStep(run, rec.spec->label, "plant", sandbox, "sbx-canary plant " + rec.canary_token,
+                  run.scenario->after_each.timeout_s, &*rec.plant);
+}
+
+bool Runner::CheckCanaries(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox) {
+  if (!rec.plant) return true;
+  const ExecAnswer& a = rec.plant->answer;
+  auto planted = ParseCanaryPlant(a.stdout_text);
+  if (!planted || planted->planted.empty()) return true;  // judged from the plant step alone
+  rec.canary_check.emplace();
+  return ExecStep(run, rec.spec->label, "canary-check", sandbox,
+                  fmt::format("sbx-canary check {} {}", rec.canary_token, planted->port),
+                  run.scenario->after_each.timeout_s, &*rec.canary_check);
+}
+
+bool Runner::Bracket(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox) {
+  const json& p = rec.spec->check->params;
+  const double timeout = rec.spec->timeout_s;
+  for (const auto& [key, phase] : {std::pair{"under_command", "bracket-under"},
+                                   std::pair{"over_command", "bracket-over"}}) {
+    std::string cmd = p[key];
+    if (cmd.empty()) continue;
+    log_.Progress(fmt::format("{}: {}", rec.spec->label, phase));
+    Step s;
+    bool ok = ExecStep(run, rec.spec->label, phase, sandbox, cmd, timeout, &s);
+    rec.bracket.push_back(std::move(s));
+    if (!ok) return false;
+  }
+  // Leave the sandbox as the task's revert did: clean and usable.
+  Step revert;
+  bool ok = OpStep(run, rec.spec->label, "bracket-revert", sandbox, true, &revert);
+  rec.bracket.push_back(std::move(revert));
+  return ok;
+}
+
 bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
   const TaskSpec& t = *rec.spec;
   if (t.check) {
@@ -295,6 +339,10 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
   }
   const AfterEachTask& after = s.after_each;
   if (t.revert.value_or(after.revert) && info_.Has("revert")) {
+    if (after.canaries) {
+      progress("plant canaries");
+      if (!PlantCanaries(run, rec, sandbox)) return false;
+    }
     progress("revert");
     rec.revert.emplace();
     if (!OpStep(run, t.label, "revert", sandbox, true, &*rec.revert)) return false;
@@ -308,6 +356,10 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
       const ExecAnswer& a = rec.clean_check->answer;
       if (a.status == "ok" && a.exit_code == 0) rec.files_after = ParseFileCount(a.stdout_text);
     }
+    if (rec.plant) {
+      progress("canary check");
+      if (!CheckCanaries(run, rec, sandbox)) return false;
+    }
   }
   if (t.check && t.check->kind == "resource_exceeded") {
     progress("recovery");
@@ -315,6 +367,12 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
     std::string cmd = t.check->params["recover_command"];
     if (!ExecStep(run, t.label, "recover", sandbox, cmd, after.timeout_s, &*rec.recover))
       return false;
+    const json& p = t.check->params;
+    bool bracket = !p["under_command"].get<std::string>().empty() ||
+                   !p["over_command"].get<std::string>().empty();
+    if (bracket && rec.revert && rec.recover->answer.status == "ok") {
+      if (!Bracket(run, rec, sandbox)) return false;
+    }
   }
   if (then && (*then)["after_revert"].get<bool>() && rec.revert) {
     progress("then");

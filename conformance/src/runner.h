@@ -70,6 +70,12 @@ class Runner {
   std::string CannotRun(const TaskSpec& task) const;
   // kind `expect`: the follow-up command (then) and the host process scan (host_absent).
   bool ThenStep(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);
+  // SNAP-2: canaries before the revert (unless the task ended the sandbox) and the check after.
+  bool PlantCanaries(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);
+  bool CheckCanaries(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);
+  // kind resource_exceeded: an allocation below the limit, one above it, a revert (the kill
+  // came at the requested limit, not at another one).
+  bool Bracket(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);
   void HostScan(TaskRecord& rec, const std::string& after);
 
   Target& target_;

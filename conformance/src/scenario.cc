@@ -186,6 +186,30 @@ sbx::StatusOr<json> ReadExpectation(const json& in, const std::string& path, Exp
   }
   out["max_seconds"] = r.Number("max_seconds", 0);
   if (out["max_seconds"].get<double>() < 0) fail("max_seconds", "must be >= 0 (0 = none)");
+  // A number with bounds, from the target's usage report when it gives one, else from stdout.
+  out["figure"] = nullptr;
+  if (const json* fig = r.Object("figure")) {
+    ObjectReader fr(*fig, path + ".figure");
+    std::string usage = fr.String("usage", "");
+    std::string ptr = fr.String("json", "");
+    std::string what = fr.String("what", usage.empty() ? ptr : usage);
+    json f = {{"usage", usage}, {"json", ptr}, {"what", what}};
+    for (const char* b : {"min", "max"}) {
+      if (fr.Has(b)) f[b] = fr.Number(b, 0);
+    }
+    RETURN_IF_ERROR(fr.Finish());
+    if (usage.empty() && ptr.empty()) fail("figure", "give usage and/or json");
+    if (!usage.empty() && !MatchesName(usage, "^[a-z_]+$")) fail("figure.usage", "[a-z_]+");
+    if (!ptr.empty()) {
+      try {
+        json::json_pointer check(ptr);
+      } catch (const json::exception& e) {
+        fail("figure.json", fmt::format("'{}' is not a JSON pointer: {}", ptr, e.what()));
+      }
+    }
+    if (!f.contains("min") && !f.contains("max")) fail("figure", "give min and/or max");
+    out["figure"] = f;
+  }
   if (level == ExpectLevel::kThen) {
     out["command"] = r.String("command", "", Required::kYes);
     out["after_revert"] = r.Bool("after_revert", false);
@@ -430,15 +454,32 @@ const std::vector<KindSpec>& CheckKinds() {
        true,
        {{"name", VT::string, true, ""}, {"require_nxdomain", VT::boolean, false, false}}},
       {"gateway_refused", true, {{"address", VT::string, true, ""}}},
+      // SCN-5, RES-1: fixed work against the same work without the cap. The slowdown must match
+      // the requested quota within [min_ratio, max_ratio] (0: no upper bound), and where the
+      // target reports usage, the capped run's host CPU share must not pass the cap.
       {"cpu_throttled",
        true,
        {{"min_ratio", VT::number_float, false, 1.6},
+        {"max_ratio", VT::number_float, false, 0.0},
         {"calibration_millicores", VT::number_integer, false, 0},
         {"calibration_runs", VT::number_integer, false, 2}}},
+      // SCN-6, RES-2, RES-8, FAIL-3: the breach ends the sandbox — at the REQUESTED limit
+      // (limit_bytes, 0: the sandbox's memory_bytes): the hog's last progress line ("allocated
+      // N MiB") is below it and at least progress_floor of it, a reported usage peak is within
+      // peak_slack of it, `survivor_marker` (printed by the shell after the hog) is absent; after
+      // the revert the recover command runs, then `under_command` (an allocation below the
+      // limit) completes and `over_command` (one a little above it) is ended too.
       {"resource_exceeded",
        true,
        {{"recover_command", VT::string, false, "echo ok"},
-        {"recover_stdout", VT::string, false, "ok"}}},
+        {"recover_stdout", VT::string, false, "ok"},
+        {"limit_bytes", VT::number_integer, false, 0},
+        {"progress_floor", VT::number_float, false, 0.5},
+        {"peak_slack", VT::number_float, false, 0.05},
+        {"survivor_marker", VT::string, false, ""},
+        {"under_command", VT::string, false, ""},
+        {"under_stdout", VT::string, false, ""},
+        {"over_command", VT::string, false, ""}}},
       {"exit_ok", true, {{"stdout_contains", VT::string, false, ""}}},
       // The general kind: what the exec answer, its output and (optionally) a follow-up command
       // must show. Lists accept a string too; see ReadExpectation and docs/scenarios.md.
@@ -662,6 +703,7 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
     s.after_each.revert = ar.Bool("revert", true);
     s.after_each.clean_check = ar.String("clean_check", s.after_each.clean_check);
     s.after_each.timeout_s = ar.Number("timeout_s", 20);
+    s.after_each.canaries = ar.Bool("canaries", true);
     if (s.after_each.timeout_s <= 0) ar.Fail("timeout_s", "must be > 0");
     if (sbx::Status st = ar.Finish(); !st.ok()) return wrap(st);
   }

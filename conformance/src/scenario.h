@@ -83,6 +83,11 @@ struct AfterEachTask {
   bool revert = true;
   std::string clean_check = "find /work -mindepth 1 | wc -l";
   double timeout_s = 20;
+  // SNAP-2, LC-10: before every revert, plant canaries of every kind of state a revert must
+  // erase (`sbx-canary plant`: hidden files in /work, /tmp, $HOME, outside /work, a process, a
+  // listening socket); after it, ask which survived (`sbx-canary check`). The scenario's
+  // clean_after_revert check judges them.
+  bool canaries = true;
 };
 
 struct Scenario {

@@ -5,12 +5,20 @@
 //
 // Faults ($SIM_FAULTS, comma separated):
 //   never-revert            revert leaves /work as it is (a crashed sandbox still restarts)
+//   partial-revert          revert removes the visible files of /work only (hidden files,
+//                           /tmp and processes stay); a crashed sandbox is reverted whole
 //   no-memory-limit         sbx-memhog completes
+//   memory-limit-doubled    the memory limit applied is twice the one asked for
+//   cpu-limit-halved        the CPU cap applied is half the one asked for
+//   oom-kills-one           a breach kills the hog only: the shell runs on (and the answer still
+//                           says resource_exceeded / CRASHED)
 //   no-cpu-limit            sbx-cpu is not slowed by cpu_millicores
 //   dns-resolves-everything every name resolves (then meets the gateway: 403)
 //   ip-through              requests to IP literals get through (200)
 //   oom-as-ok               the OOM-killed command is reported as status ok, RUNNING, exit 137
 //   no-network              the sandbox has no network at all (no resolver, no route)
+//   flaky-network           every second sandbox with egress rules made in $SIM_STATE_DIR has
+//                           no-network (so a check's outcome changes between --repeat's runs)
 //   no-isolation            runs "on the host": every name resolves and connects, IPs connect,
 //                           no limits, no gateway (and no egress.log)
 //   garbage@OP hang@OP exit@OP   the adapter misbehaves for OP (prints garbage, hangs, exits 3)

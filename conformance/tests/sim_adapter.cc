@@ -65,6 +65,11 @@ sim::Sandbox Load(const json& in, const std::set<std::string>& faults) {
   sb.spec = json::parse(Slurp(sb.dir + "/spec.json"));
   sb.crashed = Slurp(sb.dir + "/state") == "CRASHED";
   sb.faults = faults;
+  // Faults decided per sandbox at create (flaky-network).
+  std::stringstream extra(Slurp(sb.dir + "/faults"));
+  for (std::string f; std::getline(extra, f, ',');) {
+    if (!f.empty()) sb.faults.insert(f);
+  }
   return sb;
 }
 
@@ -177,6 +182,16 @@ int main(int argc, char** argv) {
       for (const auto& [k, v] : in["secrets"].items())
         leak << k << "=" << v.get<std::string>() << "\n";
     }
+    bool wants_egress = in.contains("egress") && in["egress"].is_object() &&
+                        !in["egress"].value("rules", json::array()).empty();
+    if (faults.count("flaky-network") && wants_egress) {
+      // Every second sandbox that asks for egress made in this state directory has no network
+      // (--repeat tests; the CPU calibration's sandbox asks for none and is not counted).
+      std::string counter = StateDir() + "/flaky-network-count";
+      long n = std::atol(Slurp(counter).c_str()) + 1;
+      Spit(counter, std::to_string(n));
+      if (n % 2 == 0) Spit(dir + "/faults", "no-network");
+    }
     Spit(dir + "/spec.json", in.dump());
     Spit(dir + "/state", "RUNNING");
     Spit(dir + "/gateway.jsonl", "");
@@ -208,7 +223,13 @@ int main(int argc, char** argv) {
     }
   } else if (op == "revert") {
     sim::Sandbox sb = Load(in, faults);
-    if (!faults.count("never-revert")) {
+    if (faults.count("partial-revert") && !sb.crashed) {
+      // Only the visible files of /work go (what the six tasks leave); hidden ones, /tmp and
+      // the processes stay.
+      for (const auto& e : fs::directory_iterator(sb.work)) {
+        if (e.path().filename().string()[0] != '.') fs::remove_all(e.path());
+      }
+    } else if (!faults.count("never-revert")) {
       fs::remove_all(sb.work);
       fs::create_directories(sb.work);
       fs::remove_all(sb.dir + "/root/tmp");

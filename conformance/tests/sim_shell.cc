@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -255,6 +256,58 @@ std::string ProbeJson(Sandbox& sb, const std::vector<std::string>& w) {
   return j.dump() + "\n";
 }
 
+// sbx-canary plant TOKEN / check TOKEN PORT (fixtures/tools/sbx-canary.c), emulated: files
+// where the sandbox may write, the two background processes as lines of the process list.
+std::string Canary(Sandbox& sb, const std::vector<std::string>& w) {
+  const std::string& token = w[2];
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"work-hidden-file", "/work/.sbx-canary-" + token},
+      {"work-hidden-dir", "/work/.sbx-canary-" + token + ".d"},
+      {"tmp-file", "/tmp/sbx-canary-" + token},
+      {"home-file", "/home/sandbox/.sbx-canary-" + token}};
+  for (const char* d : {"/var/tmp", "/etc", "/usr", "/"}) {
+    files.push_back({fmt::format("outside:{}", d),
+                     fmt::format("{}/.sbx-canary-{}", std::string(d) == "/" ? "" : d, token)});
+  }
+  std::string procs = Slurp(sb.dir + "/procs");
+  if (w[1] == "plant") {
+    json planted = json::array(), not_planted = json::object();
+    for (const auto& [kind, path] : files) {
+      if (!Writable(sb, path)) {
+        not_planted[kind] = "EROFS";
+        continue;
+      }
+      std::string real = FsPath(sb, path, true);
+      fs::create_directories(fs::path(real).parent_path());
+      if (kind == "work-hidden-dir")
+        fs::create_directories(real);
+      else
+        std::ofstream(real) << "canary\n";
+      planted.push_back(kind);
+    }
+    AddProcess(sb, "sbx-canary hold " + token + " sleep");
+    AddProcess(sb, "sbx-canary hold " + token + " listen");
+    planted.push_back("process");
+    planted.push_back("listening-socket");
+    return json{{"planted", planted}, {"not_planted", not_planted}, {"port", 40000}}.dump() + "\n";
+  }
+  json survivors = json::array(), checked = json::array();
+  for (const auto& [kind, path] : files) {
+    checked.push_back(kind);
+    std::string real = FsPath(sb, path);
+    if (real.rfind(sb.root + "/", 0) == 0 && fs::exists(real)) {
+      survivors.push_back(kind);
+      fs::remove_all(real);
+    }
+  }
+  for (const char* what : {"sleep", "listen"}) {
+    checked.push_back(std::string(what) == "sleep" ? "process" : "listening-socket");
+    if (procs.find("sbx-canary hold " + token + " " + what) != std::string::npos)
+      survivors.push_back(std::string(what) == "sleep" ? "process" : "listening-socket");
+  }
+  return json{{"survivors", survivors}, {"checked", checked}}.dump() + "\n";
+}
+
 ExecOut Simple(Sandbox& sb, const std::string& raw, int last_exit) {
   // Redirections the scenarios use: "2>/dev/null" drops stderr, "1>&2" / ">&2" sends stdout to
   // stderr, "> FILE" writes stdout to FILE.
@@ -317,6 +370,10 @@ ExecOut Simple(Sandbox& sb, const std::string& raw, int last_exit) {
     }
     if (cmd == "sbx-probe") {
       o.out = ProbeJson(sb, w);
+      return o;
+    }
+    if (cmd == "sbx-canary" && w.size() >= 3) {
+      o.out = Canary(sb, w);
       return o;
     }
     if (cmd == "sbx-fdhog" && w.size() == 2) {
@@ -502,6 +559,7 @@ ExecOut Simple0(Sandbox& sb, const std::string& text, int last_exit) {
     double base = std::atof(w[2].c_str()) * (scale ? std::atof(scale) : 1.0 / 600);
     int64_t mc = sb.spec.value("limits", json::object()).value("cpu_millicores", int64_t{0});
     double wall = base;
+    if (Has(sb, "cpu-limit-halved")) mc /= 2;
     if (mc > 0 && !Has(sb, "no-cpu-limit") && !Has(sb, "no-isolation"))
       wall = base * 1000.0 / static_cast<double>(mc);
     Sleep(wall);
@@ -509,9 +567,11 @@ ExecOut Simple0(Sandbox& sb, const std::string& text, int last_exit) {
   } else if (cmd == "sbx-memhog" && w.size() == 2) {
     int64_t mib = std::atoll(w[1].c_str());
     int64_t limit = sb.spec.value("limits", json::object()).value("memory_bytes", int64_t{0}) >> 20;
+    if (Has(sb, "memory-limit-doubled")) limit *= 2;
     bool limited = limit > 0 && !Has(sb, "no-memory-limit") && !Has(sb, "no-isolation");
-    int64_t reached = limited ? std::min(mib, limit) : mib;
-    for (int64_t i = 64; i <= reached; i += 64) r.out += fmt::format("allocated {} MiB\n", i);
+    // Killed at the limit: it cannot have printed the limit's worth itself.
+    int64_t reached = limited ? std::min(mib, limit - 1) : mib;
+    for (int64_t i = 16; i <= reached; i += 16) r.out += fmt::format("allocated {} MiB\n", i);
     if (!limited || mib < limit) {
       r.out += fmt::format("done {} MiB\n", mib);
     } else if (Has(sb, "oom-as-ok")) {
@@ -571,6 +631,7 @@ ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
     AddProcess(sb, "sleep " + m[1].str());
     return {"ok", "RUNNING", 0, "started\n", ""};
   }
+  std::optional<ExecOut> ended;  // oom-kills-one: the breach, reported after the shell ran on
   // Split on ';', '&&', '||' (the scenario's commands hold no quotes).
   ExecOut total;
   int last = 0;
@@ -593,7 +654,11 @@ ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
       total.out += r.out;
       total.err += r.err;
       last = r.exit;
-      if (r.status != "ok") {
+      if (r.status == "resource_exceeded" && Has(sb, "oom-kills-one")) {
+        // Only the hog died; the shell goes on (and the sandbox is reported ended anyway).
+        ended = r;
+        last = 137;
+      } else if (r.status != "ok") {
         r.out = total.out;
         r.err = total.err;
         return r;
@@ -604,6 +669,11 @@ ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
     pos = next + next_op.size();
   }
   total.exit = last;
+  if (ended) {
+    ended->out = total.out;
+    ended->err = total.err;
+    return *ended;
+  }
   return total;
 }
 
