@@ -1,0 +1,321 @@
+// sandcheck-defect: the suite's self-test (docs/selftest.md). An adapter (protocol v1,
+// docs/adapters.md) in front of the REAL reference runtime — a sandboxd reached through
+// sandcheck's own HTTP driver — that plants ONE known defect, the kind a runtime really ships:
+// a limit other than the one asked for, a revert that keeps state, an OOM reported as success,
+// names or IPs that get out. conformance/selftest/defects.json says which checks each defect
+// must fail, and that no other check may fail; tests/e2e/test_selftest.py holds the suite to it.
+//
+//   defect-NAME OP        (a link to this binary; or SANDCHECK_DEFECT=NAME sandcheck-defect OP)
+//   $SANDCHECK_SELFTEST_TARGET  the runtime behind it: unix:PATH or http://HOST:PORT (sandboxd)
+//   $SANDCHECK_SELFTEST_TOKEN   its bearer token
+//   $SANDCHECK_SELFTEST_STATE   a directory for what a defect remembers per sandbox
+//
+// Exit codes as every adapter: 0 done, 1 the runtime behind failed, 2 bad input, 64 unknown op.
+// NOT a runtime: a test double for sandcheck's checks. Every byte of traffic still goes through
+// the reference runtime's own network namespace and gateway (the rewrites below point a request
+// at a host the sandbox may reach; nothing is let out that the gateway would not let out).
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "target.h"
+
+namespace {
+
+using nlohmann::json;
+using sandcheck::ExecAnswer;
+using sandcheck::Target;
+
+// Every defect, with what it does. The names are the ones of defects.json.
+const std::map<std::string, std::string>& Defects() {
+  static const std::map<std::string, std::string> d = {
+      {"faithful", "none: every call goes to the runtime unchanged (the control)"},
+      {"no-network", "the sandbox gets no egress at all: the allow list is dropped (EGR-1)"},
+      {"dns-open",
+       "every name resolves: a name the allow list does not hold is answered as an allowed one "
+       "(EGR-2)"},
+      {"ip-egress-open",
+       "requests to IP literals get through: they reach an allowed host instead of the gateway's "
+       "403 (EGR-3)"},
+      {"no-revert", "revert answers success and does nothing (SNAP-2)"},
+      {"partial-revert",
+       "revert removes the visible files of /work only; hidden files, /tmp, $HOME, processes "
+       "and sockets stay (SNAP-2, LC-10); a crashed sandbox is reverted for real"},
+      {"memory-limit-doubled", "the memory limit applied is twice the one asked for (RES-2)"},
+      {"memory-limit-halved", "the memory limit applied is half the one asked for (RES-2)"},
+      {"cpu-limit-halved", "the CPU quota applied is half the one asked for (RES-1)"},
+      {"lies-about-oom",
+       "a breached memory limit is reported as success: status ok, RUNNING, exit 0 (RES-8)"},
+      {"pids-limit-quadrupled", "the pids limit applied is four times the one asked for (RES-4)"},
+      {"destroy-leaves-processes",
+       "destroy answers success and leaves the sandbox and its processes running (LC-7)"},
+      {"secret-on-disk", "secrets are also written to /tmp/.secrets inside the sandbox (LC-4)"},
+  };
+  return d;
+}
+
+[[noreturn]] void Die(int code, const std::string& kind, const std::string& message) {
+  std::cout << json{{"error", {{"code", kind}, {"message", message}}}}.dump() << "\n";
+  std::cerr << "sandcheck-defect: " << message << "\n";
+  std::exit(code);
+}
+
+std::string Env(const char* name, const char* fallback = nullptr) {
+  const char* v = std::getenv(name);
+  if (v && *v) return v;
+  if (fallback) return fallback;
+  Die(1, "failed_precondition", fmt::format("${} is not set (docs/selftest.md)", name));
+}
+
+std::string DefectName(const char* argv0) {
+  if (const char* d = std::getenv("SANDCHECK_DEFECT"); d && *d) return d;
+  std::string base = argv0;
+  if (auto slash = base.rfind('/'); slash != std::string::npos) base = base.substr(slash + 1);
+  if (base.rfind("defect-", 0) == 0) return base.substr(7);
+  return "";
+}
+
+// What a defect remembers of a sandbox between ops (one process per op).
+class State {
+ public:
+  explicit State(std::string dir) : dir_(std::move(dir)) { ::mkdir(dir_.c_str(), 0700); }
+  json Load(const std::string& id) const {
+    std::ifstream in(Path(id));
+    if (!in) return json::object();
+    json j = json::parse(in, nullptr, false);
+    return j.is_object() ? j : json::object();
+  }
+  void Save(const std::string& id, const json& j) const {
+    std::ofstream(Path(id)) << j.dump() << "\n";
+  }
+  void Drop(const std::string& id) const { ::unlink(Path(id).c_str()); }
+
+ private:
+  std::string Path(const std::string& id) const {
+    std::string safe;
+    for (char c : id) safe += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    return dir_ + "/" + safe + ".json";
+  }
+  std::string dir_;
+};
+
+json ExecJson(const ExecAnswer& a) {
+  json j = a.extra;
+  j["status"] = a.status;
+  j["state"] = a.state;
+  j["exit"] = a.exit_code < 0 && a.status != "ok" ? json(nullptr) : json(a.exit_code);
+  j["stdout"] = a.stdout_text;
+  j["stderr"] = a.stderr_text;
+  if (a.seconds >= 0) j["seconds"] = a.seconds;
+  return j;
+}
+
+// The hosts the sandbox may reach (the create request's allow list).
+std::set<std::string> AllowedHosts(const json& request) {
+  std::set<std::string> out;
+  if (!request.contains("egress") || !request["egress"].is_object()) return out;
+  const json& rules = request["egress"].value("rules", json::array());
+  for (const auto& r : rules) {
+    for (const auto& h : r.value("hosts", json::array())) {
+      if (h.is_string()) out.insert(h.get<std::string>());
+    }
+  }
+  return out;
+}
+
+bool IsIpv4(const std::string& h) { return std::regex_match(h, std::regex(R"(\d+(\.\d+){3})")); }
+
+// dns-open / ip-egress-open: a host the allow list does not hold, named in `nslookup HOST` or
+// `http://HOST`, becomes an allowed one — so the command sees what it would see if the runtime
+// resolved every name (or let IP literals out): an answer, and data from a real host.
+std::string Redirect(const std::string& cmd, const std::set<std::string>& allowed, bool names,
+                     bool ips) {
+  if (allowed.empty()) return cmd;
+  const std::string to = *allowed.begin();
+  static const std::regex host_re(R"((nslookup\s+|https?://)([A-Za-z0-9._-]+))");
+  std::string out;
+  auto begin = std::sregex_iterator(cmd.begin(), cmd.end(), host_re);
+  size_t last = 0;
+  for (auto it = begin; it != std::sregex_iterator(); ++it) {
+    const std::smatch& m = *it;
+    std::string host = m[2].str();
+    bool ip = IsIpv4(host);
+    bool take = !allowed.count(host) && ((ip && ips) || (!ip && names));
+    out += cmd.substr(last, static_cast<size_t>(m.position(0)) - last);
+    out += m[1].str() + (take ? to : host);
+    last = static_cast<size_t>(m.position(0) + m.length(0));
+  }
+  return out + cmd.substr(last);
+}
+
+int64_t Scaled(const json& limits, const char* key, double factor) {
+  return static_cast<int64_t>(static_cast<double>(limits[key].get<int64_t>()) * factor);
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+template <typename T>
+T Must(sbx::StatusOr<T> v, const char* op) {
+  if (!v.ok()) Die(1, "unavailable", fmt::format("{}: the runtime behind failed: {}", op, v.status().ToString()));
+  return std::move(*v);
+}
+
+std::string SandboxOf(const json& in) {
+  if (!in.contains("sandbox") || !in["sandbox"].is_string())
+    Die(2, "invalid_argument", "\"sandbox\" (a string) missing");
+  return in["sandbox"].get<std::string>();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string defect = DefectName(argv[0]);
+  if (argc >= 2 && std::string(argv[1]) == "--list") {
+    for (const auto& [name, what] : Defects()) std::cout << name << "\t" << what << "\n";
+    return 0;
+  }
+  if (argc != 2 || std::string(argv[1]) == "--help") {
+    std::cerr << "usage: defect-NAME OP < INPUT.json   (adapter protocol v1; docs/selftest.md)\n"
+                 "       sandcheck-defect --list        the defects\n";
+    return argc == 2 ? 0 : 2;
+  }
+  if (!Defects().count(defect)) {
+    Die(2, "invalid_argument",
+        fmt::format("unknown defect '{}' (argv[0] defect-NAME or $SANDCHECK_DEFECT; --list)",
+                    defect));
+  }
+  const std::string op = argv[1];
+  static const std::set<std::string> ops = {"info",    "create", "exec",    "revert",     "destroy",
+                                            "suspend", "resume", "gateway_log"};
+  if (!ops.count(op)) Die(64, "unimplemented", fmt::format("unknown op '{}'", op));
+  std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  json in = json::parse(text, nullptr, false);
+  if (!in.is_object()) Die(2, "invalid_argument", "stdin is not one JSON object");
+
+  sandcheck::TargetOptions topts;
+  topts.spec = Env("SANDCHECK_SELFTEST_TARGET");
+  topts.token = Env("SANDCHECK_SELFTEST_TOKEN", "");
+  topts.call_timeout_s = 120;
+  auto made = sandcheck::MakeTarget(topts);
+  if (!made.ok()) Die(1, "unavailable", made.status().ToString());
+  Target& rt = **made;
+  State state(Env("SANDCHECK_SELFTEST_STATE", "/tmp/sandcheck-selftest-state"));
+  auto has = [&](const char* d) { return defect == d; };
+
+  if (op == "info") {
+    sandcheck::TargetInfo info = Must(rt.Info(), "info");
+    json out = info.raw;
+    out["name"] = "defect-" + defect;
+    out["version"] = info.version;
+    out["defect"] = Defects().at(defect);
+    std::cout << out.dump() << "\n";
+    return 0;
+  }
+  if (op == "create") {
+    json req = in;
+    json& limits = req["limits"];
+    if (!limits.is_object()) limits = json::object();
+    auto scale = [&](const char* key, double f) {
+      if (limits.contains(key) && limits[key].is_number_integer() && limits[key].get<int64_t>() > 0)
+        limits[key] = Scaled(limits, key, f);
+    };
+    if (has("no-network") && req.contains("egress")) req["egress"]["rules"] = json::array();
+    if (has("memory-limit-doubled")) scale("memory_bytes", 2.0);
+    if (has("memory-limit-halved")) scale("memory_bytes", 0.5);
+    if (has("cpu-limit-halved")) scale("cpu_millicores", 0.5);
+    if (has("pids-limit-quadrupled")) scale("pids", 4.0);
+    std::string id = Must(rt.Create(req), "create");
+    json st = {{"allowed", AllowedHosts(in)}, {"crashed", false}};
+    if (has("secret-on-disk") && in.contains("secrets") && in["secrets"].is_object() &&
+        !in["secrets"].empty()) {
+      std::string cmd = ": > /tmp/.secrets";
+      for (auto it = in["secrets"].begin(); it != in["secrets"].end(); ++it) {
+        cmd += fmt::format("; echo {} >> /tmp/.secrets",
+                           ShellQuote(it.key() + "=" + it.value().get<std::string>()));
+      }
+      ExecAnswer a = Must(rt.Exec(id, cmd, 10), "create (secret-on-disk)");
+      if (a.status != "ok") Die(1, "internal", "secret-on-disk: the write failed: " + a.stderr_text);
+      // Written after the runtime's golden snapshot: a revert would erase it; the defect is
+      // that it was ever on disk where the command can read it back.
+    }
+    state.Save(id, st);
+    std::cout << json{{"sandbox", id}}.dump() << "\n";
+    return 0;
+  }
+
+  const std::string id = SandboxOf(in);
+  json st = state.Load(id);
+  if (op == "exec") {
+    if (!in.contains("cmd") || !in["cmd"].is_string()) Die(2, "invalid_argument", "\"cmd\" missing");
+    std::string cmd = in["cmd"];
+    double timeout = in.value("timeout_s", 20.0);
+    std::set<std::string> allowed;
+    for (const auto& h : st.value("allowed", json::array())) allowed.insert(h.get<std::string>());
+    if (has("dns-open")) cmd = Redirect(cmd, allowed, true, false);
+    if (has("ip-egress-open")) cmd = Redirect(cmd, allowed, false, true);
+    ExecAnswer a = Must(rt.Exec(id, cmd, timeout), "exec");
+    st["crashed"] = a.state == "CRASHED";
+    if (has("lies-about-oom") && a.status == "resource_exceeded") {
+      a.status = "ok";
+      a.state = "RUNNING";
+      a.exit_code = 0;
+      if (a.extra.contains("error")) a.extra.erase("error");
+    }
+    state.Save(id, st);
+    std::cout << ExecJson(a).dump() << "\n";
+    return 0;
+  }
+  if (op == "revert") {
+    if (has("no-revert")) {
+      std::cout << json{{"seconds", 0.0}}.dump() << "\n";
+      return 0;
+    }
+    if (has("partial-revert") && !st.value("crashed", false)) {
+      ExecAnswer a = Must(rt.Exec(id, "rm -rf /work/*", 10), "revert (partial)");
+      if (a.status != "ok") Die(1, "internal", "partial revert failed: " + a.stderr_text);
+      std::cout << json{{"seconds", a.seconds >= 0 ? a.seconds : 0.0}}.dump() << "\n";
+      return 0;
+    }
+    sandcheck::OpAnswer r = Must(rt.Revert(id), "revert");
+    st["crashed"] = false;
+    state.Save(id, st);
+    std::cout << json{{"seconds", r.seconds >= 0 ? r.seconds : 0.0}}.dump() << "\n";
+    return 0;
+  }
+  if (op == "destroy") {
+    state.Drop(id);
+    if (has("destroy-leaves-processes")) {
+      std::cout << json{{"seconds", 0.0}}.dump() << "\n";
+      return 0;
+    }
+    sandcheck::OpAnswer r = Must(rt.Destroy(id), "destroy");
+    std::cout << json{{"seconds", r.seconds >= 0 ? r.seconds : 0.0}}.dump() << "\n";
+    return 0;
+  }
+  if (op == "suspend" || op == "resume") {
+    sandcheck::OpAnswer r = Must(op == "suspend" ? rt.Suspend(id) : rt.Resume(id), op.c_str());
+    std::cout << json{{"seconds", r.seconds >= 0 ? r.seconds : 0.0}}.dump() << "\n";
+    return 0;
+  }
+  if (op == "gateway_log") {
+    json d = Must(rt.GatewayLog(id), "gateway_log");
+    std::cout << json{{"decisions", d}}.dump() << "\n";
+    return 0;
+  }
+  Die(64, "unimplemented", fmt::format("op '{}' is not offered by the self-test adapter", op));
+}

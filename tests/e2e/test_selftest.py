@@ -1,0 +1,103 @@
+"""The suite tests itself (docs/selftest.md): sandcheck against the REAL reference runtime (a
+sandboxd on a unix socket) through planted-defect adapters (conformance/selftest/). For every
+defect of conformance/selftest/defects.json, exactly the checks it names fail — no fewer (the
+suite catches the defect) and no more (it blames nothing else) — and the control, `faithful`,
+fails none."""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, ROOT, run
+
+DEFECTS = json.loads((ROOT / "conformance/selftest/defects.json").read_text())["defects"]
+ADAPTERS = BUILD / "selftest"
+TOKEN = "selftest-token-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def sandboxd(root_only, tmp_path_factory):
+    d = tmp_path_factory.mktemp("selftest")
+    cfg = d / "sandboxd.json"
+    cfg.write_text(json.dumps({"tenants": {"selftest": {"token": TOKEN, "max_sandboxes": 64}}}))
+    cfg.chmod(0o600)
+    sock = d / "sandboxd.sock"
+    log_path = d / "sandboxd.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen([str(BUILD / "bin/sandboxd"), "--config", str(cfg), "--socket", str(sock)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    # The socket appears (renamed into place) once the daemon serves: wait for that event,
+    # bounded generously, and fail at once if the daemon exits instead.
+    deadline = time.monotonic() + 120
+    while not sock.exists():
+        assert proc.poll() is None, log_path.read_text()
+        assert time.monotonic() < deadline, "sandboxd did not serve within 120 s: " + log_path.read_text()
+        time.sleep(0.02)
+    yield {"socket": sock, "dir": d}
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    log.close()
+    assert proc.returncode == 0, log_path.read_text()
+
+
+def run_defect(sandboxd, defect, scenarios, extra=()):
+    out = sandboxd["dir"] / f"out-{defect}"
+    args = [str(BUILD / "bin/sandcheck"), "run", "--target", f"adapter:{ADAPTERS}/defect-{defect}",
+            "--expectations", "none", "--out", str(out)]
+    for s in scenarios:
+        args += ["--scenario", s]
+    env = dict(os.environ, SANDCHECK_SELFTEST_TARGET=f"unix:{sandboxd['socket']}",
+               SANDCHECK_SELFTEST_TOKEN=TOKEN,
+               SANDCHECK_SELFTEST_STATE=str(sandboxd["dir"] / f"state-{defect}"))
+    r = run(args + list(extra), timeout=900, env=env)
+    report_path = out / "report.json"
+    assert report_path.exists(), f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r, json.loads(report_path.read_text())
+
+
+def not_passed(report):
+    return {c["id"]: f'{c["outcome"]}: {c["reason"]}' for c in report["checks"]
+            if c["outcome"] not in ("pass", "skip")}
+
+
+@pytest.mark.parametrize("defect", DEFECTS, ids=[d["name"] for d in DEFECTS])
+def test_defect_gets_its_verdict(sandboxd, defect):
+    repeat = defect.get("repeat", 1)
+    r, report = run_defect(sandboxd, defect["name"], defect["scenarios"],
+                           extra=["--repeat", str(repeat)] if repeat > 1 else [])
+    assert report["errors"] == [], report["errors"]
+    bad = not_passed(report)
+    for cid, what in bad.items():
+        assert what.startswith("fail"), f"{cid} is not a plain failure: {what}"
+    assert set(bad) == set(defect["fail"]), (
+        f'defect {defect["name"]} ({defect["why"]}): expected to fail exactly {sorted(defect["fail"])}, '
+        f"got:\n" + "\n".join(f"  {k}: {v}" for k, v in sorted(bad.items())))
+    assert r.returncode == (1 if defect["fail"] else 0), r.stdout[-2000:]
+    # Every check the scenarios hold was judged (a defect must not hide checks by crashing them).
+    assert report["summary"]["checks"] > 0
+    if repeat > 1:
+        # --repeat: every check ran each time with the same outcome (a flip would be "flaky").
+        assert report["repeat"] == repeat
+        for c in report["checks"]:
+            assert sum(c["repeat"]["counts"].values()) == repeat, c["id"]
+
+
+def test_every_defect_is_listed_and_tested():
+    """defects.json and the adapter agree: every defect the adapter plants has a verdict here."""
+    r = run([str(ADAPTERS / "sandcheck-defect"), "--list"])
+    assert r.returncode == 0, r.stderr
+    planted = {line.split("\t")[0] for line in r.stdout.splitlines() if line}
+    assert planted == {d["name"] for d in DEFECTS}
+
+
+def test_unknown_defect_and_op_are_clear_errors(tmp_path):
+    env = dict(os.environ, SANDCHECK_DEFECT="no-such-defect")
+    r = run([str(ADAPTERS / "sandcheck-defect"), "info"], input="{}", env=env)
+    assert r.returncode == 2 and "unknown defect" in r.stderr
+    r = run([str(ADAPTERS / "defect-faithful"), "frobnicate"], input="{}")
+    assert r.returncode == 64
+    assert json.loads(r.stdout)["error"]["code"] == "unimplemented"
