@@ -6,7 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 namespace sandcheck {
@@ -51,6 +54,8 @@ TEST(HttpClient, ParsesResponses) {
 }
 
 // A one-shot server: accepts one connection, records the request, sends `answer` (or nothing).
+// With `keep_open`, the connection stays open until Release() (or 60 s), so a client that
+// returns while it is open provably did not wait for the server to close.
 class OneShotServer {
  public:
   explicit OneShotServer(std::string answer, bool keep_open = false) {
@@ -73,21 +78,38 @@ class OneShotServer {
         request_.append(buf, static_cast<size_t>(n));
       }
       if (!answer.empty()) (void)!::write(c, answer.data(), answer.size());
-      if (keep_open) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      if (keep_open) {
+        std::unique_lock lock(mu_);
+        cv_.wait_for(lock, std::chrono::seconds(60), [this] { return released_; });
+      }
+      closed_ = true;
       ::close(c);
     });
   }
   ~OneShotServer() {
+    Release();
     ::shutdown(fd_, SHUT_RDWR);
     thread_.join();
     ::close(fd_);
   }
   int port() const { return port_; }
   const std::string& request() const { return request_; }
+  bool closed() const { return closed_; }  // the server closed the connection
+  void Release() {
+    {
+      std::lock_guard lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
 
  private:
   int fd_ = -1;
   int port_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  std::atomic<bool> closed_{false};
   std::thread thread_;
   std::string request_;
 };
@@ -105,11 +127,12 @@ TEST(HttpClient, SendsTokenAndReadsBody) {
   req.path = "/v1/sandboxes";
   req.headers["Authorization"] = "Bearer s3cret";
   req.body = "{}";
-  auto t0 = std::chrono::steady_clock::now();
-  auto r = HttpCall(ep, req, 5);
+  auto r = HttpCall(ep, req, 30);
+  // Content-Length known: no waiting for the server to close (it holds the connection open
+  // until released, well past this call's timeout).
+  EXPECT_FALSE(server.closed()) << "the client waited for the server to close";
+  server.Release();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  // Content-Length known: no waiting for the server to close.
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, "{\"name\":\"x\"}\n");
   EXPECT_NE(server.request().find("POST /v1/sandboxes HTTP/1.1\r\n"), std::string::npos);
@@ -126,7 +149,9 @@ TEST(HttpClient, SilentServerTimesOut) {
   auto r = HttpCall(ep, HttpRequest{}, 0.3);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), sbx::Code::kTimeout);
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.3);
+  // Its own 0.3 s deadline ended the call: the server stays silent and open for 60 s.
+  EXPECT_FALSE(server.closed());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
 }
 
 TEST(HttpClient, RefusedConnectionIsAnError) {

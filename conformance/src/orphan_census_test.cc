@@ -36,9 +36,11 @@ TEST(OrphanCensus, DescendantsAndStamps) {
   pid_t child = SpawnTree();
   ASSERT_GT(child, 0);
   std::vector<ProcStamp> d;
-  for (int i = 0; i < 200 && d.size() < 2; ++i) {  // the grandchild appears shortly
+  // The grandchild appears once the child has forked it: wait for that (up to 30 s).
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       d.size() < 2 && std::chrono::steady_clock::now() < deadline;) {
     d = DescendantsOf(getpid());
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (d.size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_TRUE(Contains(d, child));
   ASSERT_GE(d.size(), 2u);
@@ -50,7 +52,8 @@ TEST(OrphanCensus, DescendantsAndStamps) {
   // Kill the child: it is a zombie until reaped, and a zombie counts as gone.
   ProcStamp cs = StampOf(child);
   kill(child, SIGKILL);
-  for (int i = 0; i < 200 && StampAlive(cs); ++i)
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       StampAlive(cs) && std::chrono::steady_clock::now() < deadline;)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_FALSE(StampAlive(cs));
   waitpid(child, nullptr, 0);

@@ -70,11 +70,14 @@ def test_escape_attempts_fail(mirror, root_only):
         "wrong port": f"wget -q -O- http://{MIRROR}:8080/hello-1.0.txt",
     }
     for what, cmd in cmds.items():
-        r = sandbox(mirror, cmd, timeout="10")
+        r = sandbox(mirror, cmd, timeout="30")
         # exit 9 = the connection was reset with no byte back (raw TCP meets the gateway)
         assert r["exit"] != 0, (what, r)
         assert "hello package" not in r["stdout"], what
-        assert r["seconds"] < 8, (what, "should fail fast, not hang", r["seconds"])
+        # Fails fast, does not hang: it ended by itself, not at the sandbox's timeout (the bound
+        # below leaves a loaded machine room and still catches a wait for a network timeout).
+        assert r["status"] != "timeout", (what, "hung until the timeout", r)
+        assert r["seconds"] < 20, (what, "should fail fast, not hang", r["seconds"])
 
 
 def test_no_policy_reaches_nothing(mirror, root_only):

@@ -90,8 +90,12 @@ def test_reproduce_throttle_smoke_the_cap_bites(root_only, tmp_path):
     rows = {(row["millicores"], row["threads"]): row for row in data["backends"][0]["rows"]}
     full, capped = rows[(1000, 1)], rows[(250, 1)]
     # RES-1: the same fixed work under a quarter of a core takes clearly longer (4× in theory;
-    # 2× leaves room for noise and the per-call overhead, which biases towards 1).
-    assert capped["wall_s"][0] / full["wall_s"][0] >= 2.0, (full, capped)
+    # 2× leaves room for noise and the per-call overhead, which biases towards 1). Against the
+    # uncapped run's wall time or, where the cgroup reported it, the CPU time that run needed: a
+    # busy machine slows the uncapped run's wall clock, not its CPU seconds (as the six-task
+    # check judges it).
+    base = min([full["wall_s"][0]] + full["cpu_host_s"][:1])
+    assert capped["wall_s"][0] / base >= 2.0, (full, capped)
     # The cgroup's accounting is reported and the cap shows in it: well under one core.
     assert capped["host_cores"] and capped["host_cores"][0] < 0.5, capped
     assert "| 250 | 1 |" in (out / "throttle.md").read_text()
@@ -150,9 +154,8 @@ def test_nfr_over_the_execution_api_of_sandboxd(root_only, tmp_path):
     proc = subprocess.Popen([str(daemon), "--config", str(cfg), "--socket", str(sock)], stdout=log,
                             stderr=subprocess.STDOUT)
     try:
-        for _ in range(200):
-            if sock.exists():
-                break
+        deadline = time.monotonic() + 60  # the socket appears once the daemon is ready
+        while not sock.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert sock.exists(), (tmp_path / "sandboxd.log").read_text()
         r = sandcheck(["run", "--scenario", "nfr", "--target", f"unix:{sock}", "--backend", "native",

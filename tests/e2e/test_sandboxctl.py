@@ -67,7 +67,7 @@ def test_limits_from_the_cli(bin_dir, root_only):
     r = ctl(bin_dir, "run", "--json", "--timeout", "1", "--", "sleep 1000")
     res = json.loads(r.stdout)
     assert res["status"] == "timeout"
-    assert res["seconds"] < 5
+    assert res["seconds"] < 30  # ended at the 1 s timeout, not by the 1000 s sleep
 
 
 def test_secret_reaches_the_command(bin_dir, root_only):

@@ -20,10 +20,10 @@ def daemon(root_only):
                                "bob": {"token": "bob-token-0123456789"}}}, f)
     p = subprocess.Popen([str(BIN / "sandboxd"), "--config", cfg, "--socket", sock],
                          stderr=subprocess.PIPE, text=True)
-    for _ in range(200):
-        if os.path.exists(sock):
-            break
+    deadline = time.monotonic() + 60  # the socket appears once the daemon is ready
+    while not os.path.exists(sock) and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
+    assert os.path.exists(sock), f"sandboxd not ready (exit {p.poll()})"
     yield "unix:" + sock
     p.terminate()
     assert p.wait(timeout=30) == 0

@@ -69,6 +69,38 @@ def children_of(pid):
     return out
 
 
+def wait_gone(pid, inits, timeout=60):
+    """Waits until the daemon `pid`'s cgroups and sandbox inits are gone (at once when they are;
+    what is left waits it out). Inits re-parented to init are reaped by it a moment later."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and (cgroups_of(pid) or [p for p in inits if os.path.exists(f"/proc/{p}")]):
+        time.sleep(0.05)
+
+
+def descendants_running(pid, needle):
+    """True if a process below `pid` has `needle` in its command line."""
+    parent, cmd = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd[int(entry)] = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            pass
+    for p, c in cmd.items():
+        if needle not in c:
+            continue
+        q = p
+        while q in parent and q > 1:
+            q = parent[q]
+            if q == pid:
+                return True
+    return False
+
+
 def cgroups_of(pid):
     """Cgroups the daemon's runtime made: named sandcheck-<pid>-<suffix>."""
     found = []
@@ -300,7 +332,7 @@ def test_unix_socket_end_to_end(unix_daemon):
     rc = unix_daemon.stop()
     assert rc == 0, unix_daemon.text()
     assert not os.path.exists(unix_daemon.sock)
-    time.sleep(0.2)
+    wait_gone(pid, inits)
     assert [p for p in inits if os.path.exists(f"/proc/{p}")] == []
     assert cgroups_of(pid) == []
     log = unix_daemon.text()
@@ -386,22 +418,24 @@ def test_drain_timeout_exits_1_and_the_next_start_reaps(tmp, root_only):
     sid = body["sandbox"]
     hung = threading.Thread(target=lambda: call_quietly(factory, sid), daemon=True)
     hung.start()
-    time.sleep(0.5)
     pid = first.proc.pid
+    # The request is being served: its command runs in the sandbox.
+    deadline = time.time() + 60
+    while not descendants_running(pid, "sleep 30") and time.time() < deadline:
+        time.sleep(0.05)
+    assert descendants_running(pid, "sleep 30"), "the exec never started"
     inits = children_of(pid)
     assert inits and cgroups_of(pid)
     t0 = time.time()
     rc = first.stop()
     assert rc == 1, first.text()
-    assert time.time() - t0 < 5
+    assert time.time() - t0 < 20  # gave up at its 0.3 s drain timeout, not after the 30 s command
     assert "requests still running" in first.text()
     assert not os.path.exists(sock)
     second = Daemon(tmp, ["--config", cfg, "--socket", sock])
     try:
         second.wait_ready(lambda: os.path.exists(sock))
-        deadline = time.time() + 3
-        while time.time() < deadline and (cgroups_of(pid) or [p for p in inits if os.path.exists(f"/proc/{p}")]):
-            time.sleep(0.05)
+        wait_gone(pid, inits)
         assert cgroups_of(pid) == []
         assert [p for p in inits if os.path.exists(f"/proc/{p}")] == []
     finally:

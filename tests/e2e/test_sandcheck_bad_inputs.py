@@ -73,7 +73,7 @@ def test_bad_expectations_file(tmp_path):
     exp = tmp_path / "e.json"
     exp.write_text('{"expectations": {"six-task/cpu-cap": {"outcome": "pass", "reason": "x"}}}')
     r = sandcheck(run_args("--expectations", str(exp)), timeout=20)
-    assert r.code == 2 and "expected fail or skip" in r.err, r
+    assert r.code == 2 and "expected fail, skip or flaky" in r.err, r
     exp.write_text('{"expectations": {"six-task/cpu-capp": {"outcome": "fail", "reason": "x"}}}')
     r = sandcheck(run_args("--expectations", str(exp)), timeout=20)
     assert r.code == 2 and "'six-task/cpu-capp' is not a check" in r.err, r
@@ -121,8 +121,12 @@ def test_hanging_adapter_is_killed(tmp_path, mirror, op):
     assert r.code == 3, r
     assert f"{op} did not answer within" in r.out and "process group was killed" in r.out, r
     # exec gets its command's own timeout (1 s here) on top; the others only the adapter timeout.
-    assert took < 8, took
-    time.sleep(0.2)
+    # The bound leaves a loaded machine room and stays below the 30 s default it overrides.
+    assert took < 25, took
+    # Killed processes take a moment to go (at once when they do; a survivor waits it out).
+    deadline = time.monotonic() + 30
+    while processes_with_env(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert processes_with_env(marker) == [], "the hanging adapter's processes survived"
 
 

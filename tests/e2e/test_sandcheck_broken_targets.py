@@ -23,10 +23,17 @@ BROKEN = {
     "dns-resolves-everything": {"outside-by-name", "cluster-api-by-name"},    # SCN-2, SCN-4
     "ip-through": {"outside-by-ip"},                                          # SCN-3
     "oom-as-ok": {"memory-limit"},                                            # SCN-6
+    # Defects that passed the six tasks before the checks looked further (issue 11):
+    "partial-revert": {"clean-after-revert"},       # SCN-7: /work empty, the canaries survive
+    "memory-limit-doubled": {"memory-limit"},       # SCN-6: killed at 512 MiB, not 256 MiB
+    "cpu-limit-halved": {"cpu-cap"},                # SCN-5: 250m instead of 500m (4x, not 2x)
+    "oom-kills-one": {"memory-limit"},              # RES-8: the shell ran on after the breach
     # SCN-1 fails, and SCN-2..4 must not pass on a runtime that reaches nothing at all.
     "no-network": {"allowed-download", "outside-by-name", "outside-by-ip", "cluster-api-by-name"},
-    # Runs on the host: reaches everything, applies no limit; its revert still empties /work.
-    "no-isolation": {"outside-by-name", "outside-by-ip", "cluster-api-by-name", "cpu-cap", "memory-limit"},
+    # Runs on the host: reaches everything, applies no limit; its revert empties /work, but the
+    # canaries planted outside it (/tmp, $HOME, /etc, ...) survive.
+    "no-isolation": {"outside-by-name", "outside-by-ip", "cluster-api-by-name", "cpu-cap", "memory-limit",
+                     "clean-after-revert"},
 }
 
 
@@ -60,7 +67,9 @@ def test_no_network_names_the_cause(tmp_path, mirror):
 
 
 def test_distinguishes_what_the_network_said(tmp_path, mirror):
-    r = sim_run(tmp_path, mirror)
+    # The CPU work is emulated as 1 s (not FAST's 0.1 s), so that the harness's per-call overhead,
+    # which a loaded machine inflates, cannot move the wall-clock ratio checked below.
+    r = sim_run(tmp_path, mirror, env={"SIM_CPU_SECONDS_PER_MILLION": str(1 / 60)})
     tasks = {t["id"]: t for t in r.report["scenarios"][0]["tasks"]}
     assert tasks["download"]["got"] == "file saved, exit 0"
     assert tasks["outside-name"]["got"] == "NXDOMAIN"

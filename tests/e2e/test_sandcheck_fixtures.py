@@ -69,7 +69,7 @@ def test_mirror_dies_with_a_killed_sandcheck(tmp_path, content):
     assert mirror_processes(content), "the mirror never started"
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=10)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30  # at once when it dies; a survivor waits it out
     while mirror_processes(content) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert mirror_processes(content) == []
@@ -82,6 +82,18 @@ def test_mirror_dies_with_a_killed_sandcheck(tmp_path, content):
             pass
 
 
+def adapter_in(state, op):
+    """True if the sim adapter of the run whose state is `state` is running `op`."""
+    for d in pathlib.Path("/proc").iterdir():
+        try:
+            if (d.name.isdigit() and str(state).encode() in (d / "environ").read_bytes()
+                    and (d / "cmdline").read_bytes().split(b"\0")[1:2] == [op.encode()]):
+                return True
+        except OSError:
+            pass
+    return False
+
+
 def test_interrupt_kills_the_adapter_and_writes_the_report(tmp_path):
     mirror = Mirror(tmp_path / "m")
     state = tmp_path / "state"
@@ -91,7 +103,11 @@ def test_interrupt_kills_the_adapter_and_writes_the_report(tmp_path):
         p = subprocess.Popen([str(SANDCHECK), "run", "--target", f"adapter:{SIM}", "--mirror", mirror.address,
                               "--out", str(tmp_path / "out")] + FAST, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
+        # Interrupt it while the adapter hangs in exec (a sandbox exists), not before.
+        deadline = time.monotonic() + 60
+        while not adapter_in(state, "exec") and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert adapter_in(state, "exec"), "the run never reached exec"
         p.send_signal(signal.SIGINT)
         out, _ = p.communicate(timeout=15)
     finally:

@@ -53,7 +53,13 @@ def test_reference_passes_the_six_tasks(tmp_path, reference):
     assert tasks["outside-ip"]["got"] == "403 from the gateway"
     assert all(t["files_after"] == 0 for t in tasks.values())
     cpu = next(c for c in r.report["checks"] if c["id"] == "six-task/cpu-cap")["evidence"]
-    assert 1.6 <= cpu["ratio"] <= 2.6, cpu
+    # The check's own measures: the capped wall time against the uncapped wall time or against
+    # the CPU time the uncapped run needed (cgroup accounting), whichever shows the slowdown; the
+    # upper bound on the CPU-time one, which a busy machine does not distort (the wall clock only
+    # where there is no usage report).
+    low = max(cpu["ratio"], cpu.get("ratio_vs_cpu", 0))
+    high = cpu.get("ratio_vs_cpu", cpu["ratio"])
+    assert 1.6 <= low and high <= 2.6, cpu
     # Nothing left behind in the root namespace, no sandbox init still running.
     assert root_links() == links
     assert init_processes() == inits

@@ -115,10 +115,10 @@ def test_log_format_on_stdout(tmp_path, mirror):
     log = lines[1:lines.index("")]
     assert all(len(l.split("\t")) == 6 for l in log)
     first = [l.split("\t") for l in log if l.startswith("allowed download\t")]
-    assert [f[1] for f in first] == ["task", "revert", "clean-check"]
+    assert [f[1] for f in first] == ["task", "plant", "revert", "clean-check", "canary-check"]
     task = json.loads(first[0][5])
     assert task["exit"] == 0 and task["stdout"] == "hello package 1.0\nhello.txt\n"
-    assert json.loads(first[2][5])["stdout"] == "0\n"
+    assert json.loads(first[3][5])["stdout"] == "0\n"
     mem = [l.split("\t") for l in log if l.startswith("memory hog")]
     assert mem[0][2] == "CRASHED" and json.loads(mem[0][5])["status"] == "resource_exceeded"
     assert r.err == ""  # no progress line when stderr is not a terminal

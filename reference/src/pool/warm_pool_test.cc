@@ -69,7 +69,9 @@ TEST(WarmPool, AFailedResetDiscards) {
 }
 
 TEST(WarmPool, SizeFollowsDemandBetweenFloorAndCeiling) {
-  Harness h(PoolOptions{.floor = 2, .ceiling = 5, .window_s = 1});
+  // 50 takes in a 10 s window are 5/s, still over the ceiling: "busy" does not depend on how
+  // fast the lines below run.
+  Harness h(PoolOptions{.floor = 2, .ceiling = 5, .window_s = 10});
   (void)h.pool.Refill();
   EXPECT_EQ(h.pool.fresh_count(), 2);  // idle: the floor
   for (int i = 0; i < 50; ++i) (void)h.pool.Take("t", "x");
@@ -81,11 +83,14 @@ TEST(WarmPool, SizeFollowsDemandBetweenFloorAndCeiling) {
 }
 
 TEST(WarmPool, SurplusIsReturnedForDestruction) {
-  Harness h(PoolOptions{.floor = 1, .ceiling = 5, .window_s = 0.05});
+  // The takes must still be in the window at the first Refill (a stall of up to ~1 s between
+  // two lines is tolerated), and out of it at the second: a sleep longer than the window, on
+  // the same monotonic clock, guarantees that whatever the machine's speed.
+  Harness h(PoolOptions{.floor = 1, .ceiling = 5, .window_s = 1});
   for (int i = 0; i < 20; ++i) (void)h.pool.Take("t", "x");
   (void)h.pool.Refill();
   EXPECT_EQ(h.pool.fresh_count(), 5);
-  usleep(80000);  // demand window passes
+  usleep(1100000);  // demand window passes
   auto surplus = h.pool.Refill();
   EXPECT_EQ(surplus.size(), 4u);
   EXPECT_EQ(h.pool.fresh_count(), 1);

@@ -83,7 +83,7 @@ TEST_F(WarmPoolRuntime, NoSandboxCrossesTenantsOrToolsAndReuseIsClean) {
     if (!u.empty()) ++reused;
     u.insert(me);
     EXPECT_EQ(u.size(), 1u) << "sandbox " << r.sandbox_id << " served " << u.size() << " users";
-    usleep(5000);  // let the background return + reset happen, as between real invocations
+    rt_->Drain();  // the background return + reset is done, as between real invocations
   }
   EXPECT_GT(reused, 0) << "trusted sandboxes were never reset and reused (POOL-3)";
 }
@@ -114,7 +114,7 @@ TEST(EphemeralPool, WithoutReuseEverySandboxServesOnce) {
     ExecResult r = Invoke(rt->get(), "alice", "x", Trust::kFirstParty, "true");
     ASSERT_EQ(r.status, ExecStatus::kOk) << r.reason;
     EXPECT_TRUE(seen.insert(r.sandbox_id).second) << "sandbox reused: " << r.sandbox_id;
-    usleep(5000);
+    (*rt)->Drain();  // the sandbox is back (discarded) before the next Take could see it
   }
 }
 

@@ -182,8 +182,9 @@ TEST_F(NativeRuntime, MemoryBreachIsReportedAsResourceExceededAndEndsTheSandbox)
   EXPECT_GE(r.usage.memory_peak_bytes, int64_t{256 << 20} * 95 / 100);
   EXPECT_EQ(r.error_code, "memory_limit");
   EXPECT_EQ(r.stdout_tail.find("done 640"), std::string::npos);
-  // Reported within a second of the kill: the kill happens at ~256 MiB of allocation.
-  EXPECT_LT(r.seconds, calib.seconds * 2 + 1.0) << "calibration " << calib.seconds;
+  // Reported promptly, not at the 30 s timeout: the kill happens at ~256 MiB of allocation,
+  // which costs about what the calibration's 200 MiB did (generous for a loaded machine).
+  EXPECT_LT(r.seconds, calib.seconds * 3 + 10.0) << "calibration " << calib.seconds;
 }
 
 TEST_F(NativeRuntime, ForkBombIsContainedAndFullyReaped) {
@@ -213,7 +214,23 @@ TEST_F(NativeRuntime, ForkBombIsContainedAndFullyReaped) {
   EXPECT_EQ(r->status, ExecStatus::kTimeout);
   EXPECT_GE(peak.load(), 32) << "the bomb did not run";
   EXPECT_LE(peak.load(), 64) << "pids.max did not hold";
-  EXPECT_EQ(Slurp(pids_dir + "/pids.current"), "0\n") << "not fully reaped";
+  // Fully reaped: Exec returns only once the cgroup held nothing of the command (the timeout
+  // path waits for it), so this is read after the event, not after a delay. What may be there
+  // is the runtime's own pre-spawned shell for the NEXT command (a fork of sbx-init that has
+  // not run anything: comm sbx-init, or sh once it exec'd) — never a process of the bomb.
+  std::vector<std::string> left;
+  {
+    std::istringstream procs(Slurp(pids_dir + "/cgroup.procs"));
+    for (std::string pid; std::getline(procs, pid);) {
+      std::string comm = Slurp("/proc/" + pid + "/comm");
+      if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+      left.push_back(pid + ":" + comm);
+      EXPECT_TRUE(comm == "sbx-init" || comm == "sh" || comm.empty())
+          << "a process of the command survived the kill: " << pid << " " << comm;
+    }
+  }
+  EXPECT_LE(left.size(), 1u) << "more than the pre-spawned shell is left: "
+                             << ::testing::PrintToString(left);
   // Everything was killed and reaped: the sandbox is usable and holds only the new command.
   auto after = rt_->Exec(*id, ExecSpec{.command = "ps -o pid,comm | grep -c sbx-forkbomb"});
   ASSERT_TRUE(after.ok());
@@ -229,7 +246,7 @@ TEST_F(NativeRuntime, TimeoutKillsSetsidAndDoubleForkedChildren) {
                                     .timeout_s = 1});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, ExecStatus::kTimeout);
-  EXPECT_LT(r->seconds, 5.0);
+  EXPECT_LT(r->seconds, 30.0);  // ended at the 1 s timeout, not by the 1000 s sleeps
   auto ps = rt_->Exec(*id, ExecSpec{.command = "ps -o comm | grep -c sleep"});
   ASSERT_TRUE(ps.ok());
   EXPECT_EQ(ps->stdout_tail, "0\n") << "a setsid or double-forked grandchild survived the timeout";
@@ -316,12 +333,13 @@ TEST_F(NativeRuntime, ManySandboxesLeaveNothingBehind) {
   ASSERT_TRUE(rt_->Exec(*id, ExecSpec{.command = "sleep 100 &"}).ok());
   ASSERT_TRUE(rt_->Destroy(*id).ok());
   rt_->Drain();  // the reclaim after Destroy runs in the background
-  // Namespace teardown in the kernel is asynchronous: give it a moment.
-  Census after;
-  for (int i = 0; i < 50; ++i) {
-    after = TakeCensus();
-    if (after == before) break;
+  // Namespace teardown in the kernel is asynchronous: wait (up to 30 s) for the census to
+  // return to where it was; a leak never does.
+  Census after = TakeCensus();
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !(after == before) && std::chrono::steady_clock::now() < deadline;) {
     usleep(20000);
+    after = TakeCensus();
   }
   EXPECT_EQ(before, after);
 }
