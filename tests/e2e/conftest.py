@@ -2,6 +2,7 @@
 import os
 import pathlib
 import subprocess
+import sys
 
 import pytest
 
@@ -26,3 +27,15 @@ def bin_dir():
 def root_only():
     if os.geteuid() != 0:
         pytest.skip("LOUD SKIP: needs root (namespaces, cgroups)")
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    """The mirror's stand-in on loopback (hello-1.0.txt), for runs against the simulated adapter."""
+    sys.path.insert(0, str(pathlib.Path(__file__).parent / "data"))
+    from sandcheck_support import SANDCHECK, SIM, Mirror
+    if not SANDCHECK.exists() or not SIM.exists():
+        pytest.fail(f"build first: {SANDCHECK} and {SIM} (targets sandcheck, sandcheck-sim-adapter)")
+    m = Mirror(tmp_path_factory.mktemp("mirror"))
+    yield m
+    m.close()

@@ -10,17 +10,8 @@ import time
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "data"))
-from sandcheck_support import (FAST, SANDCHECK, SIM, FakeExecutionApi, Mirror, free_port,  # noqa: E402
+from sandcheck_support import (FAST, SIM, FakeExecutionApi, free_port,   # noqa: E402
                                processes_with_env, sandcheck, sim_run, validate_report)
-
-
-@pytest.fixture(scope="module")
-def mirror(tmp_path_factory):
-    if not SANDCHECK.exists() or not SIM.exists():
-        pytest.fail(f"build first: {SANDCHECK} and {SIM}")
-    m = Mirror(tmp_path_factory.mktemp("mirror"))
-    yield m
-    m.close()
 
 
 def run_args(*extra):

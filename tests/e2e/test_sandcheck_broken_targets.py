@@ -9,7 +9,7 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "data"))
-from sandcheck_support import SANDCHECK, SIM, Mirror, sim_run, validate_report  # noqa: E402
+from sandcheck_support import SIM, sim_run, validate_report  # noqa: E402
 
 ALL = {"allowed-download", "outside-by-name", "outside-by-ip", "cluster-api-by-name", "cpu-cap", "memory-limit",
        "clean-after-revert", "revert-cost"}
@@ -35,15 +35,6 @@ BROKEN = {
     "no-isolation": {"outside-by-name", "outside-by-ip", "cluster-api-by-name", "cpu-cap", "memory-limit",
                      "clean-after-revert"},
 }
-
-
-@pytest.fixture(scope="module")
-def mirror(tmp_path_factory):
-    if not SANDCHECK.exists() or not SIM.exists():
-        pytest.fail(f"build first: {SANDCHECK} and {SIM} (targets sandcheck, sandcheck-sim-adapter)")
-    m = Mirror(tmp_path_factory.mktemp("mirror"))
-    yield m
-    m.close()
 
 
 @pytest.mark.parametrize("fault", sorted(BROKEN), ids=lambda f: f or "well-behaved")

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "data"))
-from sandcheck_support import BUILD, SANDCHECK, SIM, Mirror, sandcheck, validate_report, xmllint  # noqa: E402
+from sandcheck_support import BUILD, SIM, sandcheck, validate_report, xmllint  # noqa: E402
 
 SCENARIOS = ["isolation", "limits", "failure"]
 ISOLATION = {"isolation/" + c for c in (
@@ -66,15 +66,6 @@ BROKEN = {
                      "limits/disk-quota", "limits/disk-quota-tmp", "limits/fork-bomb-contained",
                      "limits/file-descriptors"} | REVERTS,
 }
-
-
-@pytest.fixture(scope="module")
-def mirror(tmp_path_factory):
-    if not SANDCHECK.exists() or not SIM.exists():
-        pytest.fail(f"build first: {SANDCHECK} and {SIM} (targets sandcheck, sandcheck-sim-adapter)")
-    m = Mirror(tmp_path_factory.mktemp("mirror"))
-    yield m
-    m.close()
 
 
 def kill_sim_orphans():

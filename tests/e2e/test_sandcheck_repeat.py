@@ -11,18 +11,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "data"))
-from sandcheck_support import SANDCHECK, SIM, Mirror, sandcheck, sim_run, validate_report, xmllint  # noqa: E402
+from sandcheck_support import sandcheck, sim_run, validate_report, xmllint  # noqa: E402
 
 NETWORK = {"allowed-download", "outside-by-name", "outside-by-ip", "cluster-api-by-name"}
-
-
-@pytest.fixture(scope="module")
-def mirror(tmp_path_factory):
-    if not SANDCHECK.exists() or not SIM.exists():
-        pytest.fail(f"build first: {SANDCHECK} and {SIM}")
-    m = Mirror(tmp_path_factory.mktemp("mirror"))
-    yield m
-    m.close()
 
 
 def test_an_outcome_that_changes_is_flaky_everywhere(tmp_path, mirror):

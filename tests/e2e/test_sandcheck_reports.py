@@ -11,17 +11,8 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "data"))
-from sandcheck_support import (FAST, ROOT, SANDCHECK, SCENARIO_SCHEMA, SIM, Mirror, sandcheck,  # noqa: E402
+from sandcheck_support import (FAST, ROOT, SANDCHECK, SCENARIO_SCHEMA, SIM, sandcheck,   # noqa: E402
                                sim_run, validate_report, xmllint)
-
-
-@pytest.fixture(scope="module")
-def mirror(tmp_path_factory):
-    if not SANDCHECK.exists() or not SIM.exists():
-        pytest.fail(f"build first: {SANDCHECK} and {SIM}")
-    m = Mirror(tmp_path_factory.mktemp("mirror"))
-    yield m
-    m.close()
 
 
 @pytest.mark.parametrize("fault", ["", "no-network", "never-revert"])
