@@ -15,6 +15,8 @@
 // the reference runtime's own network namespace and gateway (the rewrites below point a request
 // at a host the sandbox may reach; nothing is let out that the gateway would not let out).
 #include <fmt/format.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,6 +63,13 @@ const std::map<std::string, std::string>& Defects() {
       {"destroy-leaves-processes",
        "destroy answers success and leaves the sandbox and its processes running (LC-7)"},
       {"secret-on-disk", "secrets are also written to /tmp/.secrets inside the sandbox (LC-4)"},
+      // Under load (the load scenario, docs/load.md): one call in five goes wrong.
+      {"crosstalk-under-load",
+       "every 5th exec answers with the output of the exec before it: a result reaches the "
+       "wrong caller (POOL-4, LC-9)"},
+      {"drops-under-load", "every 5th exec answers tool_error without running the command (LC-9)"},
+      {"leaks-under-load",
+       "every 5th destroy answers success and leaves the sandbox running (LC-8, FAIL-6)"},
   };
   return d;
 }
@@ -100,6 +109,29 @@ class State {
     std::ofstream(Path(id)) << j.dump() << "\n";
   }
   void Drop(const std::string& id) const { ::unlink(Path(id).c_str()); }
+
+  // A counter shared by every adapter process of this state directory (flock), for the defects
+  // that hit one call in N whatever the concurrency. `swap`: the text stored with the counter
+  // is replaced by it and the previous one returned.
+  int Tick(const std::string& name, std::string* swap = nullptr) const {
+    std::string path = dir_ + "/" + name;
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return 0;
+    ::flock(fd, LOCK_EX);
+    std::string text;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+    size_t nl = text.find('\n');
+    int count = std::atoi(text.substr(0, nl).c_str()) + 1;
+    std::string stored = nl == std::string::npos ? "" : text.substr(nl + 1);
+    std::string next = std::to_string(count) + "\n" + (swap ? *swap : stored);
+    if (swap) *swap = stored;
+    (void)::ftruncate(fd, 0);
+    (void)::pwrite(fd, next.data(), next.size(), 0);
+    ::close(fd);  // releases the lock
+    return count;
+  }
 
  private:
   std::string Path(const std::string& id) const {
@@ -268,7 +300,19 @@ int main(int argc, char** argv) {
     for (const auto& h : st.value("allowed", json::array())) allowed.insert(h.get<std::string>());
     if (has("dns-open")) cmd = Redirect(cmd, allowed, true, false);
     if (has("ip-egress-open")) cmd = Redirect(cmd, allowed, false, true);
+    if (has("drops-under-load") && state.Tick("drops") % 5 == 0) {
+      ExecAnswer dropped;
+      dropped.status = "tool_error";
+      dropped.state = "CRASHED";
+      dropped.stderr_text = "defect: dropped";
+      std::cout << ExecJson(dropped).dump() << "\n";
+      return 0;
+    }
     ExecAnswer a = Must(rt.Exec(id, cmd, timeout), "exec");
+    if (has("crosstalk-under-load")) {
+      std::string out = a.stdout_text;
+      if (state.Tick("crosstalk", &out) % 5 == 0) a.stdout_text = out;
+    }
     st["crashed"] = a.state == "CRASHED";
     if (has("lies-about-oom") && a.status == "resource_exceeded") {
       a.status = "ok";
@@ -299,7 +343,7 @@ int main(int argc, char** argv) {
   }
   if (op == "destroy") {
     state.Drop(id);
-    if (has("destroy-leaves-processes")) {
+    if (has("destroy-leaves-processes") || (has("leaks-under-load") && state.Tick("leaks") % 5 == 0)) {
       std::cout << json{{"seconds", 0.0}}.dump() << "\n";
       return 0;
     }

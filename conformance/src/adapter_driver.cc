@@ -33,6 +33,11 @@ class AdapterDriver final : public Target {
   std::string Kind() const override { return "adapter"; }
   std::string Spec() const override { return "adapter:" + path_; }
 
+  // Each call is its own process: another thread gets another driver on the same adapter.
+  sbx::StatusOr<std::unique_ptr<Target>> ForThread() override {
+    return std::unique_ptr<Target>(new AdapterDriver(path_, options_));
+  }
+
   sbx::StatusOr<TargetInfo> Info() override {
     ASSIGN_OR_RETURN(json j, Call("info", json::object(), 0));
     auto info = ParseInfo(j);

@@ -50,6 +50,7 @@ int CmdRender(const std::vector<std::string>& args);
 // The latency targets (docs/nfr.md): `run --scenario nfr` (CmdRun hands over), gate, compare,
 // and the reproductions of the demo's measurements.
 int CmdRunNfr(const std::vector<std::string>& args, const ParsedArgs& a);  // as CmdRun parsed them
+int CmdRunLoad(const std::vector<std::string>& args, const ParsedArgs& a);  // --scenario load
 int CmdGate(const std::vector<std::string>& args);
 int CmdCompare(const std::vector<std::string>& args);
 int CmdReproduce(const std::vector<std::string>& args);

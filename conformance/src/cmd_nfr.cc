@@ -81,26 +81,6 @@ sbx::StatusOr<int> ParseSamples(const ParsedArgs& a) {
   return static_cast<int>(v);
 }
 
-// Recomputes report.summary from its checks and errors (same rules as sandcheck run).
-void Summarize(json& report) {
-  std::map<std::string, int> counts = {{"pass", 0},  {"fail", 0},  {"skip", 0},
-                                       {"xfail", 0}, {"xpass", 0}, {"error", 0}};
-  int blocking = 0;
-  for (const auto& c : report["checks"]) {
-    counts[c["outcome"].get<std::string>()]++;
-    if (c["blocking"].get<bool>()) ++blocking;
-  }
-  int exit_code = !report["errors"].empty() || counts["error"] > 0 ? 3 : blocking > 0 ? 1 : 0;
-  json summary = {{"checks", report["checks"].size()},
-                  {"blocking", blocking},
-                  {"verdict", exit_code == 0   ? "pass"
-                              : exit_code == 1 ? "fail"
-                                               : "error"},
-                  {"exit_code", exit_code}};
-  for (const auto& [k, v] : counts) summary[k] = v;
-  report["summary"] = summary;
-}
-
 std::string Ms(const json& v) { return FormatSeconds(v); }
 
 }  // namespace
@@ -216,7 +196,7 @@ int CmdRunNfr(const std::vector<std::string>& args, const ParsedArgs& a) {
   report["checks"] = result.checks;
   report["measurements"] = result.measurements;
   for (const auto& e : result.errors) report["errors"].push_back(e);
-  Summarize(report);
+  SummarizeChecks(report);
   if (sbx::Status st = WriteFile(out_dir + "/report.json", DumpJson(report)); !st.ok())
     return UsageError("run", st.message(), kExitTarget);
   if (sbx::Status st = WriteRenderedReports(report, out_dir, a.Has("tap")); !st.ok())

@@ -40,7 +40,8 @@ Replays scenarios against a sandbox runtime and writes the reports.
   --target T            reference (default: the reference runtime, in process),
                         http://HOST:PORT or unix:PATH (a sandboxd-compatible Execution API),
                         adapter:PATH (an executable speaking adapter protocol v1)
-  --scenario NAME|FILE  a built-in scenario or a scenario file (repeatable; default six-task)
+  --scenario NAME|FILE  a built-in scenario or a scenario file (repeatable; default six-task);
+                        load: many one-shot runs at once, 0 lost / 0 wrong / 0 leaked
   --var NAME=VALUE      override a scenario variable (repeatable), e.g. mirror_host=mirror.local
   --out DIR             where the reports go (default reports/runs/<run-id>, with reports/runs/latest)
   --profile P           default: a failed MUST check or an unexpected pass fails the run
@@ -63,6 +64,8 @@ Replays scenarios against a sandbox runtime and writes the reports.
                         reference, adapter:, unix: and loopback http are local). Checks that plant
                         files on this host or look at its processes run only for a local target
   --samples N           --scenario nfr only: samples per latency target (docs/nfr.md)
+  --runs N              --scenario load only: one-shot runs to make (default 200; docs/load.md)
+  --concurrency C       --scenario load only: runs in flight at once (default 8)
   --only ID,...         --scenario nfr only: measure these latency targets only
 
 Output: the log "label phase state http seconds result" on stdout, a progress line on stderr
@@ -153,6 +156,8 @@ int CmdRun(const std::vector<std::string>& args) {
                                  {"samples"},
                                  {"only"},
                                  {"repeat"},
+                                 {"concurrency"},
+                                 {"runs"},
                                  {"target-host"}});
   if (!parsed.ok()) return UsageError("run", parsed.status().message());
   const ParsedArgs& a = *parsed;
@@ -196,6 +201,12 @@ int CmdRun(const std::vector<std::string>& args) {
 
   std::vector<std::string> names = a.All("scenario");
   if (names.empty()) names.push_back("six-task");
+  // The load scenario (docs/load.md) is generated, not a file: many one-shot runs at once.
+  for (const auto& n : names) {
+    if (n == "load") return CmdRunLoad(args, a);
+  }
+  if (a.Has("concurrency") || a.Has("runs"))
+    return UsageError("run", "--concurrency and --runs apply to --scenario load only");
   for (const auto& n : names) {
     // Latency targets (docs/nfr.md) are measured, not replayed: their own runner.
     auto src = FindScenarioSource(n);

@@ -9,6 +9,8 @@
 // answer a crashed sandbox with 503 and a body); every other non-2xx answer is a target failure.
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "http_client.h"
 #include "target.h"
 
@@ -24,6 +26,10 @@ class HttpDriver final : public Target {
 
   std::string Kind() const override { return "http"; }
   std::string Spec() const override { return spec_; }
+
+  sbx::StatusOr<std::unique_ptr<Target>> ForThread() override {
+    return std::unique_ptr<Target>(new HttpDriver(spec_, ep_, options_));
+  }
 
   sbx::StatusOr<TargetInfo> Info() override {
     ASSIGN_OR_RETURN(Answer a, Call("GET", "/v1/info", std::nullopt, 0));
@@ -84,6 +90,18 @@ class HttpDriver final : public Target {
     ASSIGN_OR_RETURN(Answer a, Call("POST", "/v1/run", body, timeout_s));
     if (a.status == 404 || a.status == 405 || a.status == 501)
       return sbx::Unsupported(fmt::format("the endpoint has no one-shot run (HTTP {})", a.status));
+    if (a.status == 429 || a.status == 503) {
+      // A bound of the target ("not now", Retry-After): no sandbox ran. An answer, not a
+      // failure of the driver: the caller decides whether to come back.
+      ExecAnswer e;
+      e.status = "sandbox_unavailable";
+      e.state = "CRASHED";
+      e.http_status = a.status;
+      if (a.body.is_object() && a.body.contains("error") && a.body["error"].is_object())
+        e.extra["error"] = a.body["error"];
+      e.extra["retry_after_s"] = a.retry_after_s;
+      return e;
+    }
     RETURN_IF_ERROR(Require2xx("run", a));
     // A one-shot sandbox is destroyed after its command by design: that is not a crash.
     if (a.body.is_object() && a.body.value("state", "") == "DESTROYED") {
@@ -131,6 +149,7 @@ class HttpDriver final : public Target {
     int status = 0;
     json body;
     std::string text;
+    double retry_after_s = -1;  // Retry-After in seconds (-1: none)
   };
 
   sbx::Status Fail(const std::string& what, const std::string& message) const {
@@ -173,6 +192,11 @@ class HttpDriver final : public Target {
     Answer a;
     a.status = r->status;
     a.text = r->body;
+    if (auto it = r->headers.find("retry-after"); it != r->headers.end()) {
+      char* end = nullptr;
+      double v = std::strtod(it->second.c_str(), &end);
+      if (end != it->second.c_str() && *end == '\0' && v >= 0 && v <= 3600) a.retry_after_s = v;
+    }
     a.body = r->body.empty() ? json::object()
                              : json::parse(r->body, nullptr, /*allow_exceptions=*/false);
     if (a.body.is_discarded()) {

@@ -208,11 +208,16 @@ class Holder {
 
 class ReferenceDriver final : public Target {
  public:
-  ReferenceDriver(std::unique_ptr<sbx::Runtime> rt, bool warm_pool)
+  ReferenceDriver(std::shared_ptr<sbx::Runtime> rt, bool warm_pool)
       : rt_(std::move(rt)), warm_pool_(warm_pool) {}
 
   std::string Kind() const override { return "reference"; }
   std::string Spec() const override { return "reference"; }
+
+  // sbx::Runtime is thread-safe: another thread shares it.
+  sbx::StatusOr<std::unique_ptr<Target>> ForThread() override {
+    return std::unique_ptr<Target>(new ReferenceDriver(rt_, warm_pool_));
+  }
 
   sbx::StatusOr<TargetInfo> Info() override {
     auto info = ParseInfo(rt_->Info());
@@ -377,7 +382,7 @@ class ReferenceDriver final : public Target {
   }
 
  private:
-  std::unique_ptr<sbx::Runtime> rt_;
+  std::shared_ptr<sbx::Runtime> rt_;
   bool warm_pool_ = false;
 };
 
@@ -388,7 +393,8 @@ sbx::StatusOr<std::unique_ptr<Target>> MakeReferenceTarget(const TargetOptions& 
   ro.warm_pool = options.reference_warm_pool;
   auto rt = sbx::Runtime::Open(ro);
   if (!rt.ok()) return rt.status().WithContext("opening the reference runtime");
-  return std::unique_ptr<Target>(new ReferenceDriver(std::move(*rt), ro.warm_pool));
+  return std::unique_ptr<Target>(
+      new ReferenceDriver(std::shared_ptr<sbx::Runtime>(std::move(*rt)), ro.warm_pool));
 }
 
 int RunSandboxHolder(const std::vector<std::string>& args) {

@@ -252,4 +252,24 @@ json BuildReport(const RunContext& ctx, const std::vector<ScenarioRun>& runs) {
           {"summary", summary}};
 }
 
+// Recomputes report.summary from its checks and errors (same rules as sandcheck run).
+void SummarizeChecks(nlohmann::json& report) {
+  std::map<std::string, int> counts = {{"pass", 0},  {"fail", 0},  {"skip", 0},
+                                       {"xfail", 0}, {"xpass", 0}, {"error", 0}};
+  int blocking = 0;
+  for (const auto& c : report["checks"]) {
+    counts[c["outcome"].get<std::string>()]++;
+    if (c["blocking"].get<bool>()) ++blocking;
+  }
+  int exit_code = !report["errors"].empty() || counts["error"] > 0 ? 3 : blocking > 0 ? 1 : 0;
+  nlohmann::json summary = {{"checks", report["checks"].size()},
+                  {"blocking", blocking},
+                  {"verdict", exit_code == 0   ? "pass"
+                              : exit_code == 1 ? "fail"
+                                               : "error"},
+                  {"exit_code", exit_code}};
+  for (const auto& [k, v] : counts) summary[k] = v;
+  report["summary"] = summary;
+}
+
 }  // namespace sandcheck

@@ -32,6 +32,10 @@ struct RunContext {
 // Builds report.json, including the summary and the exit code of the run.
 nlohmann::json BuildReport(const RunContext& ctx, const std::vector<ScenarioRun>& runs);
 
+// Recomputes report["summary"] from report["checks"] and report["errors"] (the rules of
+// BuildReport), for reports that are made of checks without scenario runs (nfr, load).
+void SummarizeChecks(nlohmann::json& report);
+
 // A step as it appears in report.json.
 nlohmann::json StepJson(const Step& s);
 

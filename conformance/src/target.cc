@@ -102,6 +102,10 @@ sbx::StatusOr<OpAnswer> ParseOpAnswer(const json& j) {
   return a;
 }
 
+sbx::StatusOr<std::unique_ptr<Target>> Target::ForThread() {
+  return sbx::Unsupported(fmt::format("the {} driver cannot be shared between threads", Kind()));
+}
+
 sbx::StatusOr<OpAnswer> Target::Suspend(const std::string& /*sandbox*/) {
   return sbx::Unsupported(fmt::format("the {} driver has no suspend", Kind()));
 }

@@ -8,7 +8,7 @@
 // crashed, hung, answered garbage, the endpoint refused the token): exit code 3, never a verdict
 // on the sandbox. A command that fails inside the sandbox is an OK call with a failed ExecAnswer.
 //
-// Thread-safety: a Target is used by one thread.
+// Thread-safety: a Target is used by one thread; ForThread() gives another thread its own.
 #pragma once
 
 #include <memory>
@@ -74,6 +74,10 @@ class Target {
   // sandbox, run, return it off the caller's path). `request` is the protocol's create object.
   virtual sbx::StatusOr<ExecAnswer> RunPooled(const nlohmann::json& request, const std::string& cmd,
                                               double timeout_s);
+  // Another handle on the SAME target for another thread (the load scenario runs one per
+  // client): the reference driver shares its runtime, http opens its own connections, an
+  // adapter runs its own processes. Default: kUnsupported.
+  virtual sbx::StatusOr<std::unique_ptr<Target>> ForThread();
   // Waits until the target's background work (reclaim after destroy, pool refill) is done, so
   // that it is on the clock of the call before it and not on the next one. Default: nothing
   // to wait for (an adapter's ops are synchronous).

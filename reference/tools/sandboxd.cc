@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -19,6 +20,7 @@
 #include "api/config.h"
 #include "api/http_server.h"
 #include "api/listener.h"
+#include <nlohmann/json.hpp>
 #include "sbx/runtime.h"
 
 namespace {
@@ -104,11 +106,26 @@ int main(int argc, char** argv) {
   RuntimeOptions runtime_options;
   runtime_options.start_reaper = true;  // a daemon is where orphans of crashed runs get swept
   runtime_options.warm_pool = true;     // POST /v1/run takes pre-initialised sandboxes (POOL-2)
+  runtime_options.pool_ceiling = config->pool_ceiling;
+  runtime_options.background_threads = config->background_threads;
+  runtime_options.reclaim_backlog = config->reclaim_backlog;
   auto runtime = Runtime::Open(runtime_options);
   if (!runtime.ok()) {
     Log(fmt::format("cannot open the runtime: {}", runtime.status().ToString()));
     return kExitCannotStart;
   }
+  // GET /v1/info's capacity.server: the server's bounds and where they stand (issue 17).
+  std::atomic<HttpServer*> serving{nullptr};
+  service_options.server_capacity = [&serving, &config]() -> nlohmann::json {
+    nlohmann::json j = {{"workers", config->workers}, {"max_connections", config->max_connections}};
+    if (HttpServer* s = serving.load()) {
+      auto st = s->stats();
+      j["open_connections"] = st.open_connections;
+      j["busy_workers"] = st.busy_workers;
+      j["refused_connections"] = st.refused;
+    }
+    return j;
+  };
   auto service =
       std::make_unique<ApiService>(runtime->get(), std::move(auth).value(), service_options);
   ServerOptions server_options;
@@ -123,6 +140,7 @@ int main(int argc, char** argv) {
     Log(fmt::format("cannot start serving: {}", s.ToString()));
     return kExitCannotStart;
   }
+  serving = server.get();
   Log(fmt::format("serving the Execution API v1 on {} for tenants {} (pid {})",
                   server->address().ToString(), fmt::join(names, ", "), getpid()));
 

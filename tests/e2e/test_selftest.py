@@ -67,8 +67,10 @@ def not_passed(report):
 @pytest.mark.parametrize("defect", DEFECTS, ids=[d["name"] for d in DEFECTS])
 def test_defect_gets_its_verdict(sandboxd, defect):
     repeat = defect.get("repeat", 1)
-    r, report = run_defect(sandboxd, defect["name"], defect["scenarios"],
-                           extra=["--repeat", str(repeat)] if repeat > 1 else [])
+    extra = list(defect.get("args", []))
+    if repeat > 1:
+        extra += ["--repeat", str(repeat)]
+    r, report = run_defect(sandboxd, defect["name"], defect["scenarios"], extra=extra)
     assert report["errors"] == [], report["errors"]
     bad = not_passed(report)
     for cid, what in bad.items():

@@ -28,6 +28,11 @@ struct RuntimeOptions {
   int net_pool_floor = 2;                     // ready network namespaces kept warm
   bool warm_pool = false;                     // Run() takes pre-initialised sandboxes (POOL-*)
   int pool_floor = 1, pool_ceiling = 8;       // fresh sandboxes per pool (POOL-6)
+  // Background work (reclaim, pool refill, spares): threads, and how many tasks may wait or
+  // run before the next reclaim runs on its caller's path instead (what waits for reclaim
+  // never grows past this, whatever the load).
+  int background_threads = 2;
+  int reclaim_backlog = 16;
   // LC-10: a trusted pooled sandbox is reset and reused by the same tenant + tool; false keeps
   // every sandbox ephemeral (LC-9: one execution, then destroyed).
   bool pool_reuse = true;

@@ -106,8 +106,12 @@ Status CheckTenant(const json& j, const std::string& tenant) {
 
 }  // namespace
 
+// 429 and 503 say "not now": they carry Retry-After (issue 17: past a bound, the caller is
+// told when to come back, never given a half-made sandbox).
 HttpResponse ErrorResponse(const Status& status) {
-  return Error(HttpStatusFor(status.code()), status.code(), status.message());
+  HttpResponse r = Error(HttpStatusFor(status.code()), status.code(), status.message());
+  if (r.status == 429 || r.status == 503) r.headers.push_back({"Retry-After", "1"});
+  return r;
 }
 
 HttpResponse NotFoundResponse(const std::string& id) {
@@ -215,6 +219,14 @@ HttpResponse ApiService::Info(const std::string& tenant) {
   info["features"] = features;
   info["api"] = "v1";
   info["tenant"] = tenant;
+  if (!info.contains("capacity") || !info["capacity"].is_object()) info["capacity"] = json::object();
+  {
+    std::lock_guard lock(mu_);
+    auto it = reserved_.find(tenant);
+    info["capacity"]["tenant"] = {{"max_sandboxes", MaxSandboxes(tenant)},
+                                  {"sandboxes", it == reserved_.end() ? 0 : it->second}};
+  }
+  if (options_.server_capacity) info["capacity"]["server"] = options_.server_capacity();
   return JsonResponse(200, info);
 }
 
@@ -387,6 +399,14 @@ HttpResponse ApiService::Run(const HttpRequest& req, const std::string& tenant) 
   {
     std::lock_guard lock(mu_);
     if (--reserved_[tenant] <= 0) reserved_.erase(tenant);
+  }
+  // LC-9: what happened inside is a 200 result. No sandbox at all (the runtime could not make
+  // one: host out of descriptors, memory, a backend missing) is an error answer with its code,
+  // so that a client at a bound sees the 503 + Retry-After of every other bound.
+  if (result.status == ExecStatus::kSandboxUnavailable) {
+    Code code = result.error_code.empty() ? Code::kSandboxUnavailable : CodeFromName(result.error_code);
+    if (code == Code::kOk) code = Code::kSandboxUnavailable;
+    return ErrorResponse(Status(code, result.reason.empty() ? "no sandbox could be provided" : result.reason));
   }
   json j = result;
   return JsonResponse(200, j);

@@ -12,10 +12,13 @@
 // thread-safe (it is) and outlive the service.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "api/auth.h"
 #include "api/http_message.h"
@@ -26,6 +29,8 @@ namespace sbx::api {
 struct ServiceOptions {
   std::map<std::string, int> max_sandboxes;  // per tenant; absent = kDefaultMaxSandboxes
   static constexpr int kDefaultMaxSandboxes = 16;
+  // The server's own bounds and counters for GET /v1/info's "capacity.server" (issue 17).
+  std::function<nlohmann::json()> server_capacity;
 };
 
 class ApiService {

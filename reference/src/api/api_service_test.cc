@@ -345,6 +345,40 @@ TEST_F(ApiServiceTest, RunIsOneShotForTheCallersTenant) {
   EXPECT_EQ(service_.Counts().count("bob"), 0u);
 }
 
+// Issue 17: no sandbox at all is an error answer with its one code (and Retry-After where it
+// means "not now"), never a 200 that a client must parse to learn nothing ran.
+TEST_F(ApiServiceTest, RunWithoutASandboxIsAnErrorAnswerWithRetryAfter) {
+  auto r = Call("POST", "/v1/run", R"({"template":"unavailable-sandbox_unavailable","cmd":"id"})");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(Code(r), "sandbox_unavailable");
+  bool retry = false;
+  for (const auto& [k, v] : r.headers) retry = retry || (k == "Retry-After" && v == "1");
+  EXPECT_TRUE(retry);
+  // A bad backend name keeps its own code (400, no Retry-After).
+  r = Call("POST", "/v1/run", R"({"template":"unavailable-invalid_argument","cmd":"id"})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Code(r), "invalid_argument");
+  for (const auto& [k, v] : r.headers) EXPECT_NE(k, "Retry-After");
+  // The tenant's budget is given back either way.
+  EXPECT_EQ(service_.Counts().count("alice"), 0u);
+  // 429 at the tenant's bound says when to come back too.
+  std::string a = CreateFor(kBob), b = CreateFor(kBob);
+  r = Call("POST", "/v1/run", R"({"cmd":"id"})", kBob);
+  ASSERT_EQ(r.status, 429);
+  retry = false;
+  for (const auto& [k, v] : r.headers) retry = retry || k == "Retry-After";
+  EXPECT_TRUE(retry);
+}
+
+TEST_F(ApiServiceTest, InfoReportsTheTenantsBound) {
+  std::string a = CreateFor(kBob);
+  auto r = Call("GET", "/v1/info", "", kBob);
+  ASSERT_EQ(r.status, 200);
+  auto j = json::parse(r.body);
+  EXPECT_EQ(j["capacity"]["tenant"]["max_sandboxes"], 2);
+  EXPECT_EQ(j["capacity"]["tenant"]["sandboxes"], 1);
+}
+
 TEST(ErrorMapTest, EveryCodeRoundTripsThroughItsNameAndStatus) {
   std::set<int> seen;
   for (Code c :

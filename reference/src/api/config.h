@@ -9,6 +9,10 @@
 //     "allow_remote": false,             listen on a non-loopback address (default false)
 //     "workers": 16,                     request threads (1..256)
 //     "max_connections": 256,            open connections (1..4096)
+//     "pool_ceiling": 8,                 warm sandboxes kept ready per pool (1..256)
+//     "background_threads": 2,           reclaim / refill threads (1..16)
+//     "reclaim_backlog": 16,             reclaim tasks that may wait (1..1024); past it, a
+//                                        request reclaims its own sandbox before answering
 //     "drain_timeout_s": 60              on SIGTERM, how long running requests may finish
 //   }
 // Unknown keys are errors at every level (style.md habit 6). A tenant has exactly one of
@@ -41,6 +45,9 @@ struct DaemonConfig {
   bool allow_remote = false;
   int workers = 16;
   int max_connections = 256;
+  int pool_ceiling = 8;
+  int background_threads = 2;
+  int reclaim_backlog = 16;
   double drain_timeout_s = 60;
   std::vector<std::string> warnings;  // e.g. an inline token in a world-readable file
 };

@@ -43,6 +43,14 @@ class FakeRuntime final : public Runtime {
     ++runs_;
     ExecResult r;
     r.backend = "native";
+    if (request.sandbox.template_name.rfind("unavailable-", 0) == 0) {
+      // "unavailable-CODE": the runtime could not provide a sandbox at all.
+      r.status = ExecStatus::kSandboxUnavailable;
+      r.state = SandboxState::kCrashed;
+      r.error_code = request.sandbox.template_name.substr(12);
+      r.reason = "fake: no sandbox";
+      return r;
+    }
     r.exit_code = 0;
     r.stdout_tail = request.exec.command;
     return r;

@@ -145,6 +145,7 @@ HttpServer::Stats HttpServer::stats() const {
   s.protocol_errors = protocol_errors_;
   s.timeouts = timeouts_;
   s.open_connections = open_;
+  s.busy_workers = busy_workers_;
   return s;
 }
 
@@ -419,8 +420,11 @@ void HttpServer::WorkerLoop() {
       response = ProtocolError(job.outcome.status, job.outcome.message);
     } else {
       try {
+        ++busy_workers_;
         response = handler_(job.outcome.request);
+        --busy_workers_;
       } catch (...) {
+        --busy_workers_;
         // The handler must not throw; if it does, the caller gets a 500, never a dead server.
         response = HttpResponse{};
         response.status = 500;

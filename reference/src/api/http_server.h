@@ -72,6 +72,7 @@ class HttpServer {
   struct Stats {
     uint64_t requests = 0, accepted = 0, refused = 0, protocol_errors = 0, timeouts = 0;
     int open_connections = 0;
+    int busy_workers = 0;  // running the handler now
   };
   Stats stats() const;
 
@@ -127,6 +128,7 @@ class HttpServer {
 
   std::atomic<uint64_t> requests_{0}, accepted_{0}, refused_{0}, protocol_errors_{0}, timeouts_{0};
   std::atomic<int> open_{0};
+  std::atomic<int> busy_workers_{0};
 };
 
 }  // namespace sbx::api

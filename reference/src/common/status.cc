@@ -45,6 +45,11 @@ Status ErrnoStatus(std::string_view what, int err) {
     case EEXIST: code = Code::kAlreadyExists; break;
     case ENOSYS:
     case EOPNOTSUPP: code = Code::kUnsupported; break;
+    // The host is out of what a sandbox needs: not the caller's fault nor a bug, and retrying
+    // later can succeed (issue 17: one cause, one code, whichever call ran out).
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM: code = Code::kSandboxUnavailable; break;
     default: break;
   }
   return Status(code, fmt::format("{}: {} (errno {})", what, std::strerror(err), err));

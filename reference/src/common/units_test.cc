@@ -69,6 +69,11 @@ TEST(Status, ErrnoMappingIsTheOnePlace) {
   EXPECT_EQ(ErrnoStatus("x", EPERM).code(), Code::kPermissionDenied);
   EXPECT_EQ(ErrnoStatus("x", ENOENT).code(), Code::kNotFound);
   EXPECT_EQ(ErrnoStatus("x", EIO).code(), Code::kInternal);
+  // Issue 17: the host out of descriptors or memory is one cause with one code, whichever call
+  // ran out (open, pipe, clone), and it says "try again later".
+  EXPECT_EQ(ErrnoStatus("pipe", EMFILE).code(), Code::kSandboxUnavailable);
+  EXPECT_EQ(ErrnoStatus("open", ENFILE).code(), Code::kSandboxUnavailable);
+  EXPECT_EQ(ErrnoStatus("clone", ENOMEM).code(), Code::kSandboxUnavailable);
   EXPECT_NE(ErrnoStatus("open /x", ENOENT).message().find("open /x"), std::string::npos);
   EXPECT_EQ(CodeName(Code::kResourceExceeded), "resource_exceeded");
 }

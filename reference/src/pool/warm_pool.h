@@ -100,11 +100,12 @@ class WarmPool {
   }
 
   // Brings the fresh shelf to Target(): makes what is missing; returns surplus items for the
-  // caller to destroy. Call from a background thread.
+  // caller to destroy. Call from a background thread. The target is read again after every
+  // item made, so a refill follows demand while it runs.
   std::vector<std::unique_ptr<T>> Refill() {
     std::vector<std::unique_ptr<T>> surplus;
-    int target = Target();
     for (;;) {
+      int target = Target();
       {
         std::lock_guard lock(mu_);
         int have = static_cast<int>(fresh_.size());
@@ -121,6 +122,30 @@ class WarmPool {
       fresh_.push_back(std::move(item).value());
     }
     return surplus;
+  }
+
+  // One refill at a time per pool (issue 17: a refill posted per request made N background
+  // threads create at once and overshoot the ceiling). BeginRefill() true = the caller must
+  // run a refill now; false = one is already scheduled or running, and it will run again
+  // (EndRefill() returns true once more) so this request's demand is not lost.
+  bool BeginRefill() {
+    std::lock_guard lock(mu_);
+    if (refilling_) {
+      refill_again_ = true;
+      return false;
+    }
+    refilling_ = true;
+    return true;
+  }
+  // After a refill: true = another was asked for meanwhile, run it again.
+  bool EndRefill() {
+    std::lock_guard lock(mu_);
+    if (refill_again_) {
+      refill_again_ = false;
+      return true;
+    }
+    refilling_ = false;
+    return false;
   }
 
   // Everything the pool holds, for destruction (runtime shutdown).
@@ -149,6 +174,7 @@ class WarmPool {
   std::deque<std::unique_ptr<T>> fresh_;
   std::map<std::pair<std::string, std::string>, std::deque<std::unique_ptr<T>>> owned_;
   std::deque<Clock::time_point> takes_;
+  bool refilling_ = false, refill_again_ = false;
 };
 
 }  // namespace sbx::pool

@@ -138,3 +138,33 @@ TEST(WarmPool, RandomisedNeverCrossesTenants) {
 
 }  // namespace
 }  // namespace sbx::pool
+
+namespace sbx::pool {
+namespace {
+
+// Issue 17: one refill per pool at a time, and a request made while one runs is not lost.
+TEST(WarmPool, OneRefillAtATimeAndNoRequestLost) {
+  Harness h;
+  EXPECT_TRUE(h.pool.BeginRefill());
+  EXPECT_FALSE(h.pool.BeginRefill()) << "a second refill started while one runs";
+  EXPECT_FALSE(h.pool.BeginRefill());
+  // The running refill is told to go again (once, for both requests), then it ends.
+  EXPECT_TRUE(h.pool.EndRefill());
+  EXPECT_FALSE(h.pool.EndRefill());
+  EXPECT_TRUE(h.pool.BeginRefill()) << "after the end a new refill may start";
+  EXPECT_FALSE(h.pool.EndRefill());
+}
+
+// A refill follows the demand while it runs (the target is read after every item) and never
+// makes more than the ceiling whatever the demand.
+TEST(WarmPool, RefillNeverPassesTheCeiling) {
+  Harness h(PoolOptions{.floor = 1, .ceiling = 3, .owned_per_key = 2, .window_s = 10});
+  for (int i = 0; i < 500; ++i) (void)h.pool.Take("alice", "t");
+  EXPECT_TRUE(h.pool.Refill().empty());
+  EXPECT_EQ(h.pool.fresh_count(), 3);
+  EXPECT_TRUE(h.pool.Refill().empty());
+  EXPECT_EQ(h.pool.fresh_count(), 3);
+}
+
+}  // namespace
+}  // namespace sbx::pool

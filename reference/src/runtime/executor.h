@@ -1,6 +1,11 @@
 // A small pool of background threads for work that must not sit on a caller's path
 // (tearing down reverted instances, pre-spawning spares). Drain() waits for every queued and
 // running task; the destructor drains and joins.
+//
+// Bounded (issue 17): TryPost() refuses a task when `limit` tasks are already queued or
+// running, and the caller then runs it itself. Under a load the background cannot keep up
+// with, reclaim moves onto the callers' paths instead of piling up: what waits for reclaim
+// (killed sandboxes, with their descriptors, cgroups and mounts) never exceeds the limit.
 #pragma once
 
 #include <condition_variable>
@@ -37,6 +42,31 @@ class Executor {
     cv_.notify_one();
   }
 
+  // Posts unless `limit` tasks are queued or running; false = not posted (run it yourself).
+  bool TryPost(std::function<void()>& task, size_t limit) {
+    {
+      std::lock_guard lock(mu_);
+      if (outstanding_ >= limit) {
+        ++refused_;
+        return false;
+      }
+      queue_.push_back(std::move(task));
+      ++outstanding_;
+    }
+    cv_.notify_one();
+    return true;
+  }
+
+  size_t outstanding() const {
+    std::lock_guard lock(mu_);
+    return outstanding_;
+  }
+  // Tasks TryPost refused since the start (run on their callers' paths instead).
+  uint64_t refused() const {
+    std::lock_guard lock(mu_);
+    return refused_;
+  }
+
   void Drain() {
     std::unique_lock lock(mu_);
     idle_cv_.wait(lock, [&] { return outstanding_ == 0; });
@@ -61,10 +91,11 @@ class Executor {
     }
   }
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
   std::deque<std::function<void()>> queue_;
   size_t outstanding_ = 0;
+  uint64_t refused_ = 0;
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };

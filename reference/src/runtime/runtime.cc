@@ -50,6 +50,20 @@ std::string BinDir() {
   return ec ? std::string(".") : exe.parent_path().string();
 }
 
+int OpenFds() {
+  std::error_code ec;
+  int n = 0;
+  for (fs::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) ++n;
+  return n;
+}
+
+long long RssBytes() {
+  std::ifstream statm("/proc/self/statm");
+  long long pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return -1;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
 struct Live {
   std::mutex mu;
   std::unique_ptr<backend::Sandbox> sandbox;
@@ -65,6 +79,7 @@ class RuntimeImpl final : public Runtime {
     }
     reaper_cv_.notify_all();
     if (reaper_.joinable()) reaper_.join();
+    if (pool_tick_.joinable()) pool_tick_.join();
     std::map<std::string, std::shared_ptr<Live>> all;
     {
       std::lock_guard lock(mu_);
@@ -149,8 +164,10 @@ class RuntimeImpl final : public Runtime {
     ctx_.images = images_.get();
     ctx_.seccomp = &*seccomp_;
     ctx_.egress = [this]() -> StatusOr<net::EgressService*> { return Egress(); };
-    executor_ = std::make_unique<Executor>(2);
-    ctx_.background = [this](std::function<void()> task) { executor_->Post(std::move(task)); };
+    background_threads_ = o.background_threads;
+    reclaim_backlog_ = static_cast<size_t>(o.reclaim_backlog);
+    executor_ = std::make_unique<Executor>(background_threads_);
+    ctx_.background = [this](std::function<void()> task) { Background(std::move(task)); };
     ctx_.snapshot_dir = o.snapshot_dir.empty() ? "" : o.snapshot_dir + "/" + runtime_id_;
     if (o.start_reaper) {
       // NFR-5: sweep orphans now, then every reaper_interval_s.
@@ -164,6 +181,10 @@ class RuntimeImpl final : public Runtime {
       probes_[b->name()] = probe;
       backends_[b->name()] = std::move(b);
     }
+    // POOL-6 both ways: once a second every pool is brought to what demand asks now, so a pool
+    // that grew under a burst shrinks back (with its sandboxes' descriptors, cgroups and
+    // namespaces) once the burst is over, not only at the next request.
+    if (pool_options_) pool_tick_ = std::thread([this] { PoolTickLoop(); });
     return Status::Ok();
   }
 
@@ -194,7 +215,32 @@ class RuntimeImpl final : public Runtime {
             {"unsupported", unsupported},
             {"implementations", implementations},
             {"cgroup", cgroups_->version() == host::CgroupVersion::kV1 ? "v1" : "v2"},
-            {"seccomp_denied", seccomp_->denied()}};
+            {"seccomp_denied", seccomp_->denied()},
+            {"capacity", Capacity()}};
+  }
+
+  // The bounds on what grows with load (issue 17) and where each stands now.
+  nlohmann::json Capacity() const {
+    int fresh = 0;
+    {
+      std::lock_guard lock(pools_mu_);
+      for (const auto& [key, p] : pools_) fresh += p->fresh_count();
+    }
+    size_t live;
+    {
+      std::lock_guard lock(mu_);
+      live = live_.size();
+    }
+    nlohmann::json pool = nullptr;
+    if (pool_options_) pool = {{"floor", pool_options_->floor}, {"ceiling", pool_options_->ceiling}, {"fresh", fresh}};
+    return {{"background_threads", background_threads_},
+            {"reclaim_backlog", reclaim_backlog_},
+            {"background_outstanding", executor_->outstanding()},
+            {"reclaimed_on_caller", executor_->refused()},
+            {"pool", pool},
+            {"persistent_sandboxes", live},
+            {"open_fds", OpenFds()},
+            {"rss_bytes", RssBytes()}};
   }
 
   ExecResult Run(const ExecRequest& req) override {
@@ -227,7 +273,9 @@ class RuntimeImpl final : public Runtime {
     backend::Sandbox* sb = holder->get();
     Status limits = sb->ApplyLimits(req.sandbox.limits);
     if (!limits.ok()) {
-      executor_->Post([holder] { (*holder)->Destroy(nullptr); });
+      sb->Kill();
+      Background([holder] { (*holder)->Destroy(nullptr); });
+      ScheduleRefill(*pool);
       return Unavailable(limits, req.sandbox.backend);
     }
     double allocate = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -238,6 +286,10 @@ class RuntimeImpl final : public Runtime {
     for (auto& [k, v] : exec.secrets) explicit_bzero(v.data(), v.size());
     if (res.ok()) {
       r = std::move(res).value();
+    } else if (res.status().code() == Code::kSandboxUnavailable) {
+      // The host could not give the command what it needs (descriptors, memory, processes):
+      // nothing of the tool ran, one cause gets one code (issue 17).
+      r = Unavailable(res.status(), req.sandbox.backend);
     } else {
       r.status = ExecStatus::kToolError;
       r.state = SandboxState::kCrashed;
@@ -254,13 +306,16 @@ class RuntimeImpl final : public Runtime {
     sb->Kill();
     auto p = *pool;
     std::string tenant = req.sandbox.tenant, tool = req.sandbox.tool;
-    executor_->Post([p, holder, tenant, tool, trusted] {
+    r.stages.destroy = std::chrono::duration<double>(Clock::now() - t_destroy).count();
+    // Reclaim in the background; when the background is a full backlog behind, here (the
+    // caller then pays for it, in `cleanup`, rather than the host in descriptors and memory).
+    auto t_cleanup = Clock::now();
+    bool posted = Background([p, holder, tenant, tool, trusted] {
       auto discard = p->Return(std::move(*holder), tenant, tool, trusted);
       if (discard) discard->Destroy(nullptr);
-      for (auto& extra : p->Refill()) extra->Destroy(nullptr);
     });
-    r.stages.destroy = std::chrono::duration<double>(Clock::now() - t_destroy).count();
-    r.stages.cleanup = 0;
+    r.stages.cleanup = posted ? 0 : std::chrono::duration<double>(Clock::now() - t_cleanup).count();
+    ScheduleRefill(p);
     return r;
   }
 
@@ -314,7 +369,7 @@ class RuntimeImpl final : public Runtime {
       std::lock_guard lock(l->mu);
       l->sandbox->Kill();
     }
-    executor_->Post([l] {
+    Background([l] {
       std::lock_guard lock(l->mu);
       l->sandbox->Destroy(nullptr);
     });
@@ -439,12 +494,28 @@ class RuntimeImpl final : public Runtime {
       };
       auto resetter = [](backend::Sandbox& sb) { return sb.Reset().ok(); };
       slot = std::make_shared<SandboxPool>(*pool_options_, factory, resetter);
-      auto p = slot;
-      executor_->Post([p] {
-        for (auto& extra : p->Refill()) extra->Destroy(nullptr);
-      });
+      ScheduleRefill(slot);
     }
     return slot;
+  }
+
+  // Background work, bounded (issue 17): posted while fewer than reclaim_backlog_ tasks wait
+  // or run, else run here on the caller's thread. True = posted.
+  bool Background(std::function<void()> task) {
+    if (executor_->TryPost(task, reclaim_backlog_)) return true;
+    task();
+    return false;
+  }
+
+  // POOL-6 refill, at most one per pool scheduled or running at a time (WarmPool::BeginRefill);
+  // its surplus is reclaimed like any other sandbox.
+  void ScheduleRefill(const std::shared_ptr<SandboxPool>& p) {
+    if (!p->BeginRefill()) return;
+    executor_->Post([this, p] {
+      do {
+        for (auto& extra : p->Refill()) extra->Destroy(nullptr);
+      } while (p->EndRefill());
+    });
   }
 
   StatusOr<std::shared_ptr<Live>> Find(const std::string& id) {
@@ -483,9 +554,25 @@ class RuntimeImpl final : public Runtime {
     }
   }
 
+  void PoolTickLoop() {
+    std::unique_lock lock(reaper_mu_);
+    while (!reaper_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return reaper_stop_; })) {
+      lock.unlock();
+      std::vector<std::shared_ptr<SandboxPool>> pools;
+      {
+        std::lock_guard pl(pools_mu_);
+        for (auto& [key, p] : pools_) pools.push_back(p);
+      }
+      for (auto& p : pools) ScheduleRefill(p);
+      lock.lock();
+    }
+  }
+
   std::string runtime_id_, state_dir_, state_root_, snapshot_root_;
   std::unique_ptr<Executor> executor_;
-  std::thread reaper_;
+  int background_threads_ = 2;
+  size_t reclaim_backlog_ = 16;
+  std::thread reaper_, pool_tick_;
   std::mutex reaper_mu_;
   std::condition_variable reaper_cv_;
   bool reaper_stop_ = false;
@@ -505,7 +592,7 @@ class RuntimeImpl final : public Runtime {
   std::optional<pool::PoolOptions> pool_options_;
   bool pool_reuse_ = false;
   std::map<std::string, selection::BackendKind> tenant_floors_;
-  std::mutex pools_mu_;
+  mutable std::mutex pools_mu_;
   std::map<std::string, std::shared_ptr<SandboxPool>> pools_;
 };
 

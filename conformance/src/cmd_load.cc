@@ -1,0 +1,163 @@
+// `sandcheck run --scenario load [--concurrency C] [--runs N]` (issue 17, docs/load.md): many
+// one-shot runs at once against any target; 0 lost, 0 wrong, 0 leaked.
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli.h"
+#include "load_runner.h"
+#include "render.h"
+#include "report.h"
+#include "harness_values.h"
+#include "json_strict.h"
+#include "mirror_fixture.h"
+#include "subprocess.h"
+
+namespace sandcheck {
+namespace {
+
+using nlohmann::json;
+
+double NowUnix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+sbx::Status MakeDirs(const std::string& path) {
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty()) continue;
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return sbx::ErrnoStatus("mkdir " + cur);
+  }
+  return sbx::Status::Ok();
+}
+
+void OnSignal(int) { Interrupt(); }
+
+sbx::StatusOr<int> IntArg(const ParsedArgs& a, const std::string& name, int def, int lo, int hi) {
+  if (!a.Has(name)) return def;
+  std::string text = a.Get(name);
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0' || v < lo || v > hi)
+    return sbx::InvalidArgument(fmt::format("--{} '{}': a whole number from {} to {}", name, text, lo, hi));
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+int CmdRunLoad(const std::vector<std::string>& args, const ParsedArgs& a) {
+  if (!a.positional.empty()) return UsageError("run", "unexpected argument " + a.positional[0]);
+  if (a.All("scenario").size() != 1)
+    return UsageError("run", "the load scenario runs alone: give it as the only --scenario");
+  for (const char* k : {"samples", "only", "repeat", "var"}) {
+    if (a.Has(k)) return UsageError("run", fmt::format("--{} does not apply to --scenario load", k));
+  }
+  if (a.Has("expectations") && a.Get("expectations") != "none")
+    return UsageError("run", "--expectations does not apply to --scenario load: nothing lost is not waivable");
+  auto profile = ParseProfile(a.Get("profile", "default"));
+  if (!profile.ok()) return UsageError("run", profile.status().message());
+  auto runs = IntArg(a, "runs", 200, 1, 10000000);
+  if (!runs.ok()) return UsageError("run", runs.status().message());
+  auto conc = IntArg(a, "concurrency", 8, 1, 1024);
+  if (!conc.ok()) return UsageError("run", conc.status().message());
+  std::string target_host = a.Get("target-host");
+  if (!target_host.empty() && target_host != "local" && target_host != "remote")
+    return UsageError("run", fmt::format("--target-host '{}': local or remote", target_host));
+
+  TargetOptions topts;
+  topts.spec = a.Get("target", "reference");
+  topts.token = a.Get("token", std::getenv("SANDCHECK_TOKEN") ? std::getenv("SANDCHECK_TOKEN") : "");
+  topts.reference_warm_pool = true;  // one-shot runs through the pool, as sandboxd serves them
+  std::string timeout_text = a.Get("adapter-timeout", "30");
+  char* end = nullptr;
+  topts.call_timeout_s = std::strtod(timeout_text.c_str(), &end);
+  if (end == timeout_text.c_str() || *end != '\0' || topts.call_timeout_s <= 0 ||
+      topts.call_timeout_s > 3600) {
+    return UsageError("run", fmt::format("--adapter-timeout '{}': seconds, > 0 and <= 3600", timeout_text));
+  }
+  if (std::string tools = SelfDir() + "/../tools"; ::access(tools.c_str(), X_OK) == 0) topts.tools_dir = tools;
+  auto target = MakeTarget(topts);
+  if (!target.ok() && target.status().code() == sbx::Code::kInvalidArgument)
+    return UsageError("run", target.status().message());
+
+  RunContext ctx;
+  ctx.run_id = NewRunId();
+  ctx.command_line = MaskedCommandLine(args);
+  ctx.profile = *profile;
+  ctx.target_spec = topts.spec;
+  ctx.target_driver = target.ok() ? (*target)->Kind() : "";
+  ctx.backend = a.Get("backend");
+  ctx.started_unix = NowUnix();
+  bool default_out = !a.Has("out");
+  std::string out_dir = default_out ? "reports/runs/" + ctx.run_id : a.Get("out");
+  if (sbx::Status st = MakeDirs(out_dir); !st.ok())
+    return UsageError("run", fmt::format("cannot create the report directory: {}", st.message()), kExitTarget);
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  LiveLog log(stdout, stderr, ::isatty(2) == 1);
+  LoadResult result;
+  if (!target.ok()) {
+    ctx.errors.push_back(target.status().ToString());
+  } else {
+    log.Progress("asking the target for its info");
+    auto info = (*target)->Info();
+    if (!info.ok()) {
+      ctx.errors.push_back("info failed: " + info.status().ToString());
+    } else {
+      ctx.info = *info;
+      LoadOptions o;
+      o.runs = *runs;
+      o.concurrency = *conc;
+      o.backend = ctx.backend;
+      o.profile = *profile;
+      o.target_local = TargetIsLocal(topts.spec, target_host);
+      result = RunLoad(**target, *info, o, ctx.run_id, log);
+    }
+  }
+  log.ClearProgress();
+  target = sbx::Internal("closed");  // the runtime (and its background work) ends here
+  ctx.finished_unix = NowUnix();
+  json report = BuildReport(ctx, {});
+  report["checks"] = result.checks;
+  report["measurements"] = result.measurements;
+  report["load"] = result.load;
+  for (const auto& e : result.errors) report["errors"].push_back(e);
+  SummarizeChecks(report);
+  if (sbx::Status st = WriteFile(out_dir + "/report.json", DumpJson(report)); !st.ok())
+    return UsageError("run", st.message(), kExitTarget);
+  if (sbx::Status st = WriteRenderedReports(report, out_dir, a.Has("tap")); !st.ok())
+    return UsageError("run", st.message(), kExitTarget);
+  if (default_out) {
+    std::string link = "reports/runs/latest";
+    ::unlink(link.c_str());
+    if (::symlink(ctx.run_id.c_str(), link.c_str()) != 0)
+      std::fprintf(stderr, "sandcheck run: cannot point %s at the run\n", link.c_str());
+  }
+  const json& s = report["summary"];
+  std::printf("\nverdict: %s (exit %d): %d checks: %d pass, %d fail, %d skip, %d error\n",
+              s["verdict"].get<std::string>().c_str(), s["exit_code"].get<int>(), s["checks"].get<int>(),
+              s["pass"].get<int>(), s["fail"].get<int>(), s["skip"].get<int>(), s["error"].get<int>());
+  for (const auto& c : report["checks"]) {
+    std::printf("  %s %s: %s\n", c["id"].get<std::string>().c_str(), c["outcome"].get<std::string>().c_str(),
+                SanitizeUtf8(c["reason"].get<std::string>()).c_str());
+  }
+  for (const auto& e : report["errors"]) std::printf("error: %s\n", SanitizeUtf8(e.get<std::string>()).c_str());
+  std::printf("reports:\n  %s/report.json\n  %s/junit.xml\n  %s/report.md\n  %s/report.html\n", out_dir.c_str(),
+              out_dir.c_str(), out_dir.c_str(), out_dir.c_str());
+  std::fflush(stdout);
+  return s["exit_code"].get<int>();
+}
+
+}  // namespace sandcheck
