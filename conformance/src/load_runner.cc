@@ -312,6 +312,7 @@ LoadResult RunLoad(Target& target, const TargetInfo& info, const LoadOptions& o,
 
   std::vector<double> lat = tally.latencies;
   json st = StatsJson(lat);
+  st.erase("samples");  // they are in the measurement "load/run"
   out.load = {{"runs", o.runs},
               {"concurrency", o.concurrency},
               {"warmup_runs", warmup},
