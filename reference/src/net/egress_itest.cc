@@ -12,6 +12,9 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
+#include <atomic>
+#include <vector>
 
 #include "net/egress.h"
 #include "net/egress_testing.h"
@@ -510,6 +513,87 @@ TEST_F(EgressTest, ReleasingASandboxForgetsItsPolicyAndEndsItsConnections) {
   // first-bytes timeout, which would end it anyway.
   EXPECT_EQ(WaitForActiveConnections(service_, 0, 5000), 0);
   close(fd);
+}
+
+// A dead or slow upstream (issue 17): an allowed host that accepts and never answers, and one
+// that dies in the middle of its answer. The command fails with a network error of its own
+// (within its own timeout), and the gateway lets go of both sides: no relay, no descriptor,
+// waits on an upstream nobody is listening for any more.
+class FakeUpstream {
+ public:
+  enum class Mode { kSilent, kDiesMidBody };
+  explicit FakeUpstream(Mode mode) : mode_(mode) {
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a = Addr("127.0.0.1", 0);
+    bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    listen(listener_, 8);
+    socklen_t len = sizeof a;
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FakeUpstream() {
+    shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    for (int fd : held_) close(fd);
+    close(listener_);
+  }
+  std::string addr_port() const { return "127.0.0.1:" + std::to_string(port_); }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  void Serve() {
+    for (;;) {
+      int c = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      ++accepted_;
+      char buf[4096];
+      (void)recv(c, buf, sizeof buf, 0);  // the request head
+      if (mode_ == Mode::kSilent) {
+        held_.push_back(c);  // accepted, never answered
+        continue;
+      }
+      std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\nConnection: close\r\n\r\n";
+      std::string part(4096, 'x');
+      (void)send(c, head.data(), head.size(), MSG_NOSIGNAL);
+      (void)send(c, part.data(), part.size(), MSG_NOSIGNAL);
+      close(c);  // dies with 995,904 bytes still owed
+    }
+  }
+  Mode mode_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<int> accepted_{0};
+  std::vector<int> held_;
+  std::thread thread_;
+};
+
+TEST_F(EgressTest, AnUpstreamThatNeverAnswersFailsTheCommandAndTheGatewayLetsGo) {
+  ASSERT_EQ(WaitForActiveConnections(service_, 0, 30000), 0);
+  FakeUpstream up(FakeUpstream::Mode::kSilent);
+  auto a = service_->Attach("silent-upstream", DemoPolicy(), {{kMirrorName, up.addr_port()}});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  // The command's own timeout ends it (busybox's `timeout`: Debian's busybox wget -T crashes).
+  ProcResult r = Busybox(**a, {"timeout", "2", "/bin/busybox", "wget", "-q", "-O", "/dev/null",
+                               std::string("http://") + kMirrorName + "/hello-1.0.txt"});
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(up.accepted(), 1) << "the allowed request did not reach the upstream";
+  // The client is gone: the gateway must not keep its relay for the relay's 120 s idle
+  // timeout. Bounded wait for the event (the proxy gives a closed client's answer 5 s).
+  EXPECT_EQ(WaitForActiveConnections(service_, 0, 20000), 0);
+}
+
+TEST_F(EgressTest, AnUpstreamThatDiesMidDownloadFailsTheCommandClearly) {
+  ASSERT_EQ(WaitForActiveConnections(service_, 0, 30000), 0);
+  FakeUpstream up(FakeUpstream::Mode::kDiesMidBody);
+  auto a = service_->Attach("dying-upstream", DemoPolicy(), {{kMirrorName, up.addr_port()}});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ProcResult r = Busybox(**a, {"timeout", "10", "/bin/busybox", "wget", "-O", "/dev/null",
+                               std::string("http://") + kMirrorName + "/hello-1.0.txt"});
+  EXPECT_NE(r.exit_code, 0) << "a truncated download was reported as a success: " << r.err;
+  EXPECT_NE(r.exit_code, 143) << "wget hung on a dead upstream until its timeout: " << r.err;
+  EXPECT_EQ(up.accepted(), 1);
+  EXPECT_EQ(WaitForActiveConnections(service_, 0, 20000), 0);
 }
 
 // Regression: a network handed out right after creation lost its first packet's ARP request

@@ -23,6 +23,10 @@ constexpr int kSoOriginalDst = 80;
 constexpr auto kFirstBytesTimeout = std::chrono::seconds(10);
 constexpr auto kUpstreamConnectTimeout = std::chrono::seconds(5);
 constexpr auto kRelayIdleTimeout = std::chrono::seconds(120);
+// HTTP after the client's side has closed (the process may be gone: a full close and a
+// half-close look alike here): the answer may still flow, but an upstream silent this long is
+// let go, so a dead or never-answering upstream does not hold the relay for kRelayIdleTimeout.
+constexpr auto kClosedClientIdleTimeout = std::chrono::seconds(5);
 constexpr size_t kRelayBuf = 64 * 1024;
 
 enum class Kind { kHttp, kTls };
@@ -36,7 +40,8 @@ void Relay(int client, int upstream, int stop_fd, Kind kind, uint64_t client_bud
   while (upstream_open && (client_open || kind == Kind::kHttp)) {
     pollfd p[3] = {
         {client_open ? client : -1, POLLIN, 0}, {upstream, POLLIN, 0}, {stop_fd, POLLIN, 0}};
-    int n = poll(p, 3, static_cast<int>(std::chrono::milliseconds(kRelayIdleTimeout).count()));
+    auto idle = client_open ? kRelayIdleTimeout : kClosedClientIdleTimeout;
+    int n = poll(p, 3, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(idle).count()));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0 || p[2].revents) return;  // idle timeout, error or shutdown
     if (client_open && p[0].revents) {
