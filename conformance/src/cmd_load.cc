@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 
 #include "cli.h"
 #include "load_runner.h"
@@ -69,6 +70,9 @@ int CmdRunLoad(const std::vector<std::string>& args, const ParsedArgs& a) {
   if (!runs.ok()) return UsageError("run", runs.status().message());
   auto conc = IntArg(a, "concurrency", 8, 1, 1024);
   if (!conc.ok()) return UsageError("run", conc.status().message());
+  static const std::set<std::string> kTrust = {"", "first_party", "verified", "untrusted", "unverified"};
+  if (!kTrust.count(a.Get("trust")))
+    return UsageError("run", fmt::format("--trust '{}': first_party, verified, untrusted or unverified", a.Get("trust")));
   std::string target_host = a.Get("target-host");
   if (!target_host.empty() && target_host != "local" && target_host != "remote")
     return UsageError("run", fmt::format("--target-host '{}': local or remote", target_host));
@@ -121,6 +125,7 @@ int CmdRunLoad(const std::vector<std::string>& args, const ParsedArgs& a) {
       o.runs = *runs;
       o.concurrency = *conc;
       o.backend = ctx.backend;
+      o.trust = a.Get("trust");
       o.profile = *profile;
       o.target_local = TargetIsLocal(topts.spec, target_host);
       result = RunLoad(**target, *info, o, ctx.run_id, log);

@@ -66,6 +66,8 @@ Replays scenarios against a sandbox runtime and writes the reports.
   --samples N           --scenario nfr only: samples per latency target (docs/nfr.md)
   --runs N              --scenario load only: one-shot runs to make (default 200; docs/load.md)
   --concurrency C       --scenario load only: runs in flight at once (default 8)
+  --trust T             --scenario load only: the runs' trust class (first_party, verified,
+                        untrusted, unverified; default: the target's)
   --only ID,...         --scenario nfr only: measure these latency targets only
 
 Output: the log "label phase state http seconds result" on stdout, a progress line on stderr
@@ -158,6 +160,7 @@ int CmdRun(const std::vector<std::string>& args) {
                                  {"repeat"},
                                  {"concurrency"},
                                  {"runs"},
+                                 {"trust"},
                                  {"target-host"}});
   if (!parsed.ok()) return UsageError("run", parsed.status().message());
   const ParsedArgs& a = *parsed;
@@ -205,8 +208,8 @@ int CmdRun(const std::vector<std::string>& args) {
   for (const auto& n : names) {
     if (n == "load") return CmdRunLoad(args, a);
   }
-  if (a.Has("concurrency") || a.Has("runs"))
-    return UsageError("run", "--concurrency and --runs apply to --scenario load only");
+  if (a.Has("concurrency") || a.Has("runs") || a.Has("trust"))
+    return UsageError("run", "--concurrency, --runs and --trust apply to --scenario load only");
   for (const auto& n : names) {
     // Latency targets (docs/nfr.md) are measured, not replayed: their own runner.
     auto src = FindScenarioSource(n);

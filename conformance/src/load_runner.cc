@@ -155,6 +155,7 @@ LoadResult RunLoad(Target& target, const TargetInfo& info, const LoadOptions& o,
   LoadResult out;
   json request = {{"template", "sandbox"}};
   if (!o.backend.empty()) request["backend"] = o.backend;
+  if (!o.trust.empty()) request["trust"] = o.trust;
   if (!o.backend.empty() &&
       std::find(info.backends.begin(), info.backends.end(), o.backend) == info.backends.end()) {
     out.checks.push_back(CheckJson("load/no-lost", "no run lost under load", {"LC-9", "FAIL-1"}, "skip",
@@ -314,6 +315,7 @@ LoadResult RunLoad(Target& target, const TargetInfo& info, const LoadOptions& o,
   json st = StatsJson(lat);
   st.erase("samples");  // they are in the measurement "load/run"
   out.load = {{"runs", o.runs},
+              {"trust", o.trust.empty() ? json(nullptr) : json(o.trust)},
               {"concurrency", o.concurrency},
               {"warmup_runs", warmup},
               {"method", one_shot ? "run_pooled" : "create_exec_destroy"},

@@ -32,6 +32,7 @@ struct LoadOptions {
   int runs = 200;
   int concurrency = 8;
   std::string backend;    // "" = the target's choice
+  std::string trust;      // "" = the target's default; first_party/verified may reuse (LC-10)
   double timeout_s = 20;  // one command's timeout
   int max_retries = 50;   // per run, after a refusal
   // How long kernel objects and descriptors may take to come back: a warm pool that grew

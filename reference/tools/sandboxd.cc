@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
   runtime_options.start_reaper = true;  // a daemon is where orphans of crashed runs get swept
   runtime_options.warm_pool = true;     // POST /v1/run takes pre-initialised sandboxes (POOL-2)
   runtime_options.pool_ceiling = config->pool_ceiling;
+  runtime_options.pool_reuse_per_tool = config->pool_reuse_per_tool;
+  runtime_options.pool_reuse_total = config->pool_reuse_total;
   runtime_options.background_threads = config->background_threads;
   runtime_options.reclaim_backlog = config->reclaim_backlog;
   auto runtime = Runtime::Open(runtime_options);

@@ -28,6 +28,8 @@ struct RuntimeOptions {
   int net_pool_floor = 2;                     // ready network namespaces kept warm
   bool warm_pool = false;                     // Run() takes pre-initialised sandboxes (POOL-*)
   int pool_floor = 1, pool_ceiling = 8;       // fresh sandboxes per pool (POOL-6)
+  // LC-10 reuse: reset sandboxes kept per (tenant, tool), and over all keys of a pool.
+  int pool_reuse_per_tool = 2, pool_reuse_total = 32;
   // Background work (reclaim, pool refill, spares): threads, and how many tasks may wait or
   // run before the next reclaim runs on its caller's path instead (what waits for reclaim
   // never grows past this, whatever the load).

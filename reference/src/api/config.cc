@@ -80,7 +80,7 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
   RETURN_IF_ERROR(CheckKeys(
       j, "config",
       {"tenants", "listen", "allow_remote", "workers", "max_connections", "pool_ceiling",
-                       "background_threads", "reclaim_backlog", "drain_timeout_s"}));
+                       "pool_reuse_per_tool", "pool_reuse_total", "background_threads", "reclaim_backlog", "drain_timeout_s"}));
   DaemonConfig c;
   if (!j.contains("tenants") || !j["tenants"].is_object() || j["tenants"].empty()) {
     return InvalidArgument("config.tenants: required, an object with at least one tenant");
@@ -127,6 +127,8 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
   ASSIGN_OR_RETURN(c.workers, GetInt(j, "workers", "config", 1, 256, 16));
   ASSIGN_OR_RETURN(c.max_connections, GetInt(j, "max_connections", "config", 1, 4096, 256));
   ASSIGN_OR_RETURN(c.pool_ceiling, GetInt(j, "pool_ceiling", "config", 1, 256, 8));
+  ASSIGN_OR_RETURN(c.pool_reuse_per_tool, GetInt(j, "pool_reuse_per_tool", "config", 1, 256, 2));
+  ASSIGN_OR_RETURN(c.pool_reuse_total, GetInt(j, "pool_reuse_total", "config", 1, 4096, 32));
   ASSIGN_OR_RETURN(c.background_threads, GetInt(j, "background_threads", "config", 1, 16, 2));
   ASSIGN_OR_RETURN(c.reclaim_backlog, GetInt(j, "reclaim_backlog", "config", 1, 1024, 16));
   if (j.contains("drain_timeout_s")) {

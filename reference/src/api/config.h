@@ -10,6 +10,8 @@
 //     "workers": 16,                     request threads (1..256)
 //     "max_connections": 256,            open connections (1..4096)
 //     "pool_ceiling": 8,                 warm sandboxes kept ready per pool (1..256)
+//     "pool_reuse_per_tool": 2,          trusted reset sandboxes kept per (tenant, tool) (1..256)
+//     "pool_reuse_total": 32,            ... and over all keys of a pool (1..4096)
 //     "background_threads": 2,           reclaim / refill threads (1..16)
 //     "reclaim_backlog": 16,             reclaim tasks that may wait (1..1024); past it, a
 //                                        request reclaims its own sandbox before answering
@@ -46,6 +48,8 @@ struct DaemonConfig {
   int workers = 16;
   int max_connections = 256;
   int pool_ceiling = 8;
+  int pool_reuse_per_tool = 2;
+  int pool_reuse_total = 32;
   int background_threads = 2;
   int reclaim_backlog = 16;
   double drain_timeout_s = 60;

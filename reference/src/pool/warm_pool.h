@@ -33,6 +33,7 @@ struct PoolOptions {
   int floor = 1;          // fresh items kept even when idle
   int ceiling = 8;        // never more fresh items than this
   int owned_per_key = 2;  // reset items kept per (tenant, tool)
+  int owned_total = 32;   // reset items kept over all (tenant, tool) keys (issue 17: bounded)
   double window_s = 10;   // demand is measured over this window
 };
 
@@ -63,6 +64,8 @@ class WarmPool {
       if (it != owned_.end() && !it->second.empty()) {
         Lease l{std::move(it->second.front()), true, true};
         it->second.pop_front();
+        --owned_count_;
+        if (it->second.empty()) owned_.erase(it);
         return l;
       }
       if (!fresh_.empty()) {
@@ -83,8 +86,12 @@ class WarmPool {
     if (!trusted || !resetter_(*item)) return item;
     std::lock_guard lock(mu_);
     auto& shelf = owned_[{tenant, tool}];
-    if (static_cast<int>(shelf.size()) >= options_.owned_per_key) return item;
+    if (static_cast<int>(shelf.size()) >= options_.owned_per_key || owned_count_ >= options_.owned_total) {
+      if (shelf.empty()) owned_.erase({tenant, tool});
+      return item;
+    }
     shelf.push_back(std::move(item));
+    ++owned_count_;
     return nullptr;
   }
 
@@ -158,12 +165,17 @@ class WarmPool {
       for (auto& i : shelf) all.push_back(std::move(i));
     }
     owned_.clear();
+    owned_count_ = 0;
     return all;
   }
 
   int fresh_count() {
     std::lock_guard lock(mu_);
     return static_cast<int>(fresh_.size());
+  }
+  int owned_count() {
+    std::lock_guard lock(mu_);
+    return owned_count_;
   }
 
  private:
@@ -175,6 +187,7 @@ class WarmPool {
   std::map<std::pair<std::string, std::string>, std::deque<std::unique_ptr<T>>> owned_;
   std::deque<Clock::time_point> takes_;
   bool refilling_ = false, refill_again_ = false;
+  int owned_count_ = 0;
 };
 
 }  // namespace sbx::pool

@@ -166,5 +166,25 @@ TEST(WarmPool, RefillNeverPassesTheCeiling) {
   EXPECT_EQ(h.pool.fresh_count(), 3);
 }
 
+// Issue 17: the reset sandboxes kept for reuse are bounded over all (tenant, tool) keys, not
+// only per key: a thousand tools must not keep a thousand sandboxes.
+TEST(WarmPool, ReusedItemsAreBoundedOverAllKeys) {
+  Harness h(PoolOptions{.floor = 1, .ceiling = 2, .owned_per_key = 2, .owned_total = 5, .window_s = 10});
+  int kept = 0, discarded = 0;
+  for (int t = 0; t < 100; ++t) {
+    auto l = h.pool.Take("alice", "tool" + std::to_string(t));
+    auto back = h.pool.Return(std::move(l->item), "alice", "tool" + std::to_string(t), /*trusted=*/true);
+    (back ? discarded : kept)++;
+  }
+  EXPECT_EQ(kept, 5);
+  EXPECT_EQ(discarded, 95);
+  EXPECT_EQ(h.pool.owned_count(), 5);
+  // Taking one back frees its place.
+  auto again = h.pool.Take("alice", "tool0");
+  EXPECT_TRUE(again->reused);
+  EXPECT_EQ(h.pool.owned_count(), 4);
+  EXPECT_EQ(h.pool.Drain().size(), 4u + static_cast<size_t>(h.pool.fresh_count()));
+}
+
 }  // namespace
 }  // namespace sbx::pool

@@ -144,7 +144,10 @@ class RuntimeImpl final : public Runtime {
     ASSIGN_OR_RETURN(seccomp_, host::SeccompFilter::Compile());
     net_pool_floor_ = o.net_pool_floor;
     if (o.warm_pool) {
-      pool_options_ = pool::PoolOptions{.floor = o.pool_floor, .ceiling = o.pool_ceiling};
+      pool_options_ = pool::PoolOptions{.floor = o.pool_floor,
+                                        .ceiling = o.pool_ceiling,
+                                        .owned_per_key = o.pool_reuse_per_tool,
+                                        .owned_total = o.pool_reuse_total};
       pool_reuse_ = o.pool_reuse;
     }
     for (const auto& [tenant, floor] : o.tenant_floors) {
@@ -221,10 +224,13 @@ class RuntimeImpl final : public Runtime {
 
   // The bounds on what grows with load (issue 17) and where each stands now.
   nlohmann::json Capacity() const {
-    int fresh = 0;
+    int fresh = 0, reused = 0;
     {
       std::lock_guard lock(pools_mu_);
-      for (const auto& [key, p] : pools_) fresh += p->fresh_count();
+      for (const auto& [key, p] : pools_) {
+        fresh += p->fresh_count();
+        reused += p->owned_count();
+      }
     }
     size_t live;
     {
@@ -232,7 +238,11 @@ class RuntimeImpl final : public Runtime {
       live = live_.size();
     }
     nlohmann::json pool = nullptr;
-    if (pool_options_) pool = {{"floor", pool_options_->floor}, {"ceiling", pool_options_->ceiling}, {"fresh", fresh}};
+    if (pool_options_) {
+      pool = {{"floor", pool_options_->floor},       {"ceiling", pool_options_->ceiling},
+              {"fresh", fresh},                      {"reuse_per_tool", pool_options_->owned_per_key},
+              {"reuse_total", pool_options_->owned_total}, {"reusable", reused}};
+    }
     return {{"background_threads", background_threads_},
             {"reclaim_backlog", reclaim_backlog_},
             {"background_outstanding", executor_->outstanding()},
