@@ -29,18 +29,6 @@ double NowUnix() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-sbx::Status MakeDirs(const std::string& path) {
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return sbx::ErrnoStatus("mkdir " + cur);
-  }
-  return sbx::Status::Ok();
-}
-
 void OnSignal(int) { Interrupt(); }
 
 sbx::StatusOr<int> IntArg(const ParsedArgs& a, const std::string& name, int def, int lo, int hi) {

@@ -106,18 +106,6 @@ sbx::StatusOr<std::vector<int64_t>> ParseList(const std::string& text, int64_t l
   return out;
 }
 
-sbx::Status MakeDirs(const std::string& path) {
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return sbx::ErrnoStatus("mkdir " + cur);
-  }
-  return sbx::Status::Ok();
-}
-
 void OnSignal(int) { Interrupt(); }
 
 // One exec, timed on the harness clock.

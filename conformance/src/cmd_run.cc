@@ -76,18 +76,6 @@ Exit codes: 0 all required checks passed, 1 a check failed, 2 bad usage or input
 3 the target or the environment failed.
 )";
 
-sbx::Status MakeDirs(const std::string& path) {
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return sbx::ErrnoStatus("mkdir " + cur);
-  }
-  return sbx::Status::Ok();
-}
-
 bool IsFile(const std::string& p) {
   struct stat st;
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);

@@ -69,6 +69,8 @@ sbx::StatusOr<json> ParseJsonText(std::string_view text, std::string_view origin
 sbx::StatusOr<std::string> ReadFile(const std::string& path);
 // Writes a file atomically (tmp + rename).
 sbx::Status WriteFile(const std::string& path, std::string_view content);
+// mkdir -p (mode 0755 for what it creates).
+sbx::Status MakeDirs(const std::string& path);
 
 // Joins strings with a separator.
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
