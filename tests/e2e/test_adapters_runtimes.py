@@ -480,12 +480,14 @@ def test_adapter_killed_mid_exec_leaves_nothing_after_destroy(adapter, sandboxes
     p.send_signal(sig)
     p.wait(timeout=30)
     assert p.returncode != 0  # an interrupted op is an adapter failure, never a verdict
+    said = p.stderr.read().decode(errors="replace")[-2000:]  # why, if the check below fails
     p.stdout.close()
     p.stderr.close()
     if sig == signal.SIGTERM:
         # A stopped adapter cleans up after itself.
         wait_for_no_processes(10)
-        assert not {c for c in runtime_containers(adapter) if s.id in c}
+        left = {c for c in runtime_containers(adapter) if s.id in c}
+        assert not left, f"exit {p.returncode}; the adapter said:\n{said}"
     # After SIGKILL, an OCI container may still run: destroy must end it.
     s.destroy()
     wait_for_no_processes(10)

@@ -269,7 +269,15 @@ sbx::StatusOr<ExecResult> OciRuntime::Exec(Supervisor& sup, SandboxContext& sbx,
 
   auto start = Clock::now();
   auto start_argv = Command(sbx, {"start", id});
-  ASSIGN_OR_RETURN(RunResult started, Run(sup, start_argv, RunOptions{.timeout_s = kVerbTimeout}));
+  auto started_or = Run(sup, start_argv, RunOptions{.timeout_s = kVerbTimeout});
+  if (!started_or.ok()) {
+    // Interrupted (SIGTERM) while `start` ran: the command may already be running (runsc's
+    // start returns late, and under load much later). The signal is reported once, so the
+    // cleanup's own runtime calls still run: never leave the container behind.
+    (void)Cleanup(sup, sbx);
+    return started_or.status();
+  }
+  RunResult started = std::move(started_or).value();
   if (!started.success()) {
     (void)Cleanup(sup, sbx);
     return sbx::Internal(DescribeFailure(start_argv, started));
