@@ -15,23 +15,30 @@
 // the reference runtime's own network namespace and gateway (the rewrites below point a request
 // at a host the sandbox may reach; nothing is let out that the gateway would not let out).
 #include <fmt/format.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 
+#include "subprocess.h"
 #include "target.h"
+
+extern char** environ;
 
 namespace {
 
@@ -63,6 +70,30 @@ const std::map<std::string, std::string>& Defects() {
       {"destroy-leaves-processes",
        "destroy answers success and leaves the sandbox and its processes running (LC-7)"},
       {"secret-on-disk", "secrets are also written to /tmp/.secrets inside the sandbox (LC-4)"},
+      // Wrong limits, not missing ones (the limits scenario): the limit bites, at another value.
+      {"timeout-doubled", "the timeout applied is twice the one asked for (RES-5)"},
+      {"disk-limit-doubled", "the disk quota applied is twice the one asked for (RES-3)"},
+      {"disk-limit-halved", "the disk quota applied is half the one asked for (RES-3)"},
+      {"pids-limit-halved", "the pids limit applied is half the one asked for (RES-4)"},
+      // Isolation that looks whole from the usual checks.
+      {"privileged",
+       "the probe runs as root with every capability inside the sandbox's namespaces (a "
+       "privileged container: nsenter from the host), so it could undo its isolation (FS-1)"},
+      {"wrong-workdir", "commands run in /tmp instead of /work (LC-5): /work stays empty whatever "
+                        "they write"},
+      {"leaks-host-env",
+       "the runtime hands its own environment to the sandbox, as the demo actor's subprocess.run "
+       "does (LC-3, LC-4)"},
+      // Egress that lets more through than the rule says (the egress scenario).
+      {"ports-ignored",
+       "the gateway allows a listed host on any port: a request to HOST:PORT reaches the listed "
+       "host's service (EGR-1)"},
+      {"host-header-ignored",
+       "the gateway lets a connection to a listed host through whatever its Host header names: "
+       "the header is not looked at (EGR-1, EGR-3)"},
+      {"lookalike-names-resolve",
+       "a name that merely contains a listed one (x.HOST, HOST.example.net, HOSTx) resolves as "
+       "the listed host: a substring match (EGR-1, EGR-2)"},
       // Under load (the load scenario, docs/load.md): one call in five goes wrong.
       {"crosstalk-under-load",
        "every 5th exec answers with the output of the exec before it: a result reaches the "
@@ -191,6 +222,83 @@ std::string Redirect(const std::string& cmd, const std::set<std::string>& allowe
   return out + cmd.substr(last);
 }
 
+// lookalike-names-resolve: every word of the command that contains a listed host without being
+// it (x.HOST, HOST.example.net, HOSTx) becomes the listed host, as a resolver that matches
+// substrings would answer it.
+std::string Lookalikes(const std::string& cmd, const std::set<std::string>& allowed) {
+  std::string out = cmd;
+  for (const auto& host : allowed) {
+    static const std::regex word_re(R"([A-Za-z0-9._-]+)");
+    std::string next;
+    size_t last = 0;
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), word_re);
+         it != std::sregex_iterator(); ++it) {
+      std::string word = it->str();
+      bool lookalike = word != host && word.find(host) != std::string::npos;
+      next += out.substr(last, static_cast<size_t>(it->position(0)) - last);
+      next += lookalike ? host : word;
+      last = static_cast<size_t>(it->position(0) + it->length(0));
+    }
+    out = next + out.substr(last);
+  }
+  return out;
+}
+
+// ports-ignored: http://HOST:PORT of a listed host becomes http://HOST (the listed service).
+std::string DropPorts(const std::string& cmd, const std::set<std::string>& allowed) {
+  std::string out = cmd;
+  for (const auto& host : allowed) {
+    std::string quoted = std::regex_replace(host, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)");
+    out = std::regex_replace(out, std::regex("(https?://" + quoted + "):[0-9]+"), "$1");
+  }
+  return out;
+}
+
+// host-header-ignored: a --header 'Host: ...' is dropped (the gateway never looks at it, so
+// the request goes where the connection goes: the listed host).
+std::string DropHostHeader(const std::string& cmd) {
+  static const std::regex re(R"(--header\s+('[Hh][Oo][Ss][Tt]:[^']*'|"[Hh][Oo][Ss][Tt]:[^"]*"))");
+  return std::regex_replace(cmd, re, "");
+}
+
+// privileged: the host pid of a process the command left running in the sandbox, found by its
+// command line (a unique `sleep N`).
+pid_t FindHostPid(const std::string& want_cmdline, double wait_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  do {
+    if (DIR* d = ::opendir("/proc")) {
+      for (dirent* e; (e = ::readdir(d)) != nullptr;) {
+        if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+        std::ifstream in(fmt::format("/proc/{}/cmdline", e->d_name), std::ios::binary);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (text == want_cmdline) {
+          pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
+          ::closedir(d);
+          return pid;
+        }
+      }
+      ::closedir(d);
+    }
+    ::usleep(10000);
+  } while (std::chrono::steady_clock::now() < deadline);
+  return -1;
+}
+
+// The PATH a process of the sandbox has (so the privileged command finds the same tools).
+std::string PathOf(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/environ", pid), std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\0', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string var = text.substr(pos, end - pos);
+    if (var.rfind("PATH=", 0) == 0) return var;
+    pos = end + 1;
+  }
+  return "PATH=/usr/local/bin:/usr/bin:/bin";
+}
+
 int64_t Scaled(const json& limits, const char* key, double factor) {
   return static_cast<int64_t>(static_cast<double>(limits[key].get<int64_t>()) * factor);
 }
@@ -271,6 +379,23 @@ int main(int argc, char** argv) {
     if (has("memory-limit-halved")) scale("memory_bytes", 0.5);
     if (has("cpu-limit-halved")) scale("cpu_millicores", 0.5);
     if (has("pids-limit-quadrupled")) scale("pids", 4.0);
+    if (has("pids-limit-halved")) scale("pids", 0.5);
+    if (has("disk-limit-doubled")) scale("disk_bytes", 2.0);
+    if (has("disk-limit-halved")) scale("disk_bytes", 0.5);
+    if (has("leaks-host-env")) {
+      // Everything but what would break the sandbox's own tools (PATH) or say where it is.
+      static const std::set<std::string> keep_out = {"PATH", "HOME", "PWD", "OLDPWD", "SHLVL",
+                                                     "TERM", "USER", "LOGNAME", "SHELL", "_"};
+      if (!req.contains("env") || !req["env"].is_object()) req["env"] = json::object();
+      for (char** e = environ; e && *e; ++e) {
+        std::string var = *e;
+        size_t eq = var.find('=');
+        if (eq == std::string::npos || eq == 0) continue;
+        std::string name = var.substr(0, eq);
+        if (keep_out.count(name) || req["env"].contains(name)) continue;
+        req["env"][name] = var.substr(eq + 1);
+      }
+    }
     std::string id = Must(rt.Create(req), "create");
     json st = {{"allowed", AllowedHosts(in)}, {"crashed", false}};
     if (has("secret-on-disk") && in.contains("secrets") && in["secrets"].is_object() &&
@@ -300,6 +425,39 @@ int main(int argc, char** argv) {
     for (const auto& h : st.value("allowed", json::array())) allowed.insert(h.get<std::string>());
     if (has("dns-open")) cmd = Redirect(cmd, allowed, true, false);
     if (has("ip-egress-open")) cmd = Redirect(cmd, allowed, false, true);
+    if (has("lookalike-names-resolve")) cmd = Lookalikes(cmd, allowed);
+    if (has("ports-ignored")) cmd = DropPorts(cmd, allowed);
+    if (has("host-header-ignored")) cmd = DropHostHeader(cmd);
+    if (has("timeout-doubled")) timeout *= 2;
+    if (has("wrong-workdir")) cmd = "cd /tmp; " + cmd;
+    if (has("privileged") && cmd.rfind("sbx-probe", 0) == 0) {
+      // A privileged container: the command runs as root with every capability in the
+      // sandbox's own namespaces and root. A process of the sandbox is the way in.
+      std::random_device rd;
+      std::string n = fmt::format("86400{:06}", rd() % 1000000);
+      ExecAnswer started = Must(
+          rt.Exec(id, fmt::format("setsid sleep {} </dev/null >/dev/null 2>&1 &", n), 10),
+          "exec (privileged: a process to enter)");
+      if (started.status != "ok") Die(1, "internal", "privileged: " + started.stderr_text);
+      pid_t pid = FindHostPid(std::string("sleep\0", 6) + n + std::string("\0", 1), 10);
+      if (pid <= 0) Die(1, "internal", "privileged: the sandbox's process was not found");
+      sandcheck::SubprocessOptions o;
+      o.argv = {"/usr/bin/env", "-i", PathOf(pid),
+                "/usr/bin/nsenter", "-t", std::to_string(pid), "-m", "-u", "-i", "-n", "-p", "-r",
+                "-w", "--", "/bin/sh", "-c", cmd};
+      o.timeout_s = timeout;
+      auto r = sandcheck::RunSubprocess(o);
+      ::kill(pid, SIGKILL);
+      if (!r.ok()) Die(1, "internal", "privileged: nsenter: " + r.status().ToString());
+      ExecAnswer a;
+      a.status = r->timed_out ? "timeout" : "ok";
+      a.exit_code = r->exit_code >= 0 ? r->exit_code : 128 + r->term_signal;
+      a.stdout_text = r->out;
+      a.stderr_text = r->err;
+      a.seconds = r->seconds;
+      std::cout << ExecJson(a).dump() << "\n";
+      return 0;
+    }
     if (has("drops-under-load") && state.Tick("drops") % 5 == 0) {
       ExecAnswer dropped;
       dropped.status = "tool_error";

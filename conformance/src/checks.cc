@@ -584,6 +584,7 @@ Findings JudgeAnswer(const ExecAnswer& a, double wall_seconds, const json& e) {
     // own count only where the target reports none.
     const json& fig = e["figure"];
     std::string usage = fig["usage"], ptr = fig["json"], what = fig["what"];
+    std::string last = fig.value("last_match", "");
     std::optional<double> value;
     std::string source;
     if (!usage.empty() && a.extra.contains("usage") && a.extra["usage"].is_object() &&
@@ -598,15 +599,32 @@ Findings JudgeAnswer(const ExecAnswer& a, double wall_seconds, const json& e) {
         value = (*doc)[jp].get<double>();
         source = fmt::format("the command's own count ({})", ptr);
       }
+    } else if (!last.empty()) {
+      // The command's own progress: the number in the LAST line that matches (how far it got
+      // before it was stopped).
+      std::regex re(last, std::regex::ECMAScript);
+      std::optional<double> seen;
+      for (auto it = std::sregex_iterator(a.stdout_text.begin(), a.stdout_text.end(), re);
+           it != std::sregex_iterator(); ++it) {
+        char* end = nullptr;
+        std::string g = (*it)[1].str();
+        double d = std::strtod(g.c_str(), &end);
+        if (!g.empty() && end && *end == '\0') seen = d;
+      }
+      if (seen) {
+        value = seen;
+        source = fmt::format("the command's last progress line (/{}/)", last);
+      }
     }
     std::string bounds =
         fmt::format("{}{}{}", fig.contains("min") ? fmt::format(">= {}", fig["min"].dump()) : "",
                     fig.contains("min") && fig.contains("max") ? " and " : "",
                     fig.contains("max") ? fmt::format("<= {}", fig["max"].dump()) : "");
     if (!value) {
-      f.failed.push_back(fmt::format("no {} to judge: the target reports no usage.{} and stdout "
-                                     "holds no {}",
-                                     what, usage.empty() ? "?" : usage, ptr.empty() ? "?" : ptr));
+      f.failed.push_back(fmt::format(
+          "no {} to judge: the target reports no usage.{} and stdout holds no {}", what,
+          usage.empty() ? "?" : usage,
+          !ptr.empty() ? ptr : !last.empty() ? fmt::format("line matching /{}/", last) : "?"));
     } else {
       bool ok = (!fig.contains("min") || *value >= fig["min"].get<double>()) &&
                 (!fig.contains("max") || *value <= fig["max"].get<double>());

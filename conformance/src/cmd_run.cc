@@ -41,6 +41,8 @@ Replays scenarios against a sandbox runtime and writes the reports.
                         http://HOST:PORT or unix:PATH (a sandboxd-compatible Execution API),
                         adapter:PATH (an executable speaking adapter protocol v1)
   --scenario NAME|FILE  a built-in scenario or a scenario file (repeatable; default six-task);
+                        all: every built-in scenario below (six-task, backends, egress,
+                        failure, isolation, limits), what certifying a runtime takes;
                         load: many one-shot runs at once, 0 lost / 0 wrong / 0 leaked
   --var NAME=VALUE      override a scenario variable (repeatable), e.g. mirror_host=mirror.local
   --out DIR             where the reports go (default reports/runs/<run-id>, with reports/runs/latest)
@@ -190,7 +192,19 @@ int CmdRun(const std::vector<std::string>& args) {
     repeat = static_cast<int>(n);
   }
 
-  std::vector<std::string> names = a.All("scenario");
+  std::vector<std::string> names;
+  for (const auto& n : a.All("scenario")) {
+    if (n != "all") {
+      names.push_back(n);
+      continue;
+    }
+    // "all": every built-in replayed scenario, the six tasks first (what certifying a runtime
+    // takes; nfr and load are measurements with options of their own, asked for by name).
+    names.push_back("six-task");
+    for (const auto& b : BuiltinScenarioNames()) {
+      if (b != "six-task") names.push_back(b);
+    }
+  }
   if (names.empty()) names.push_back("six-task");
   // The load scenario (docs/load.md) is generated, not a file: many one-shot runs at once.
   for (const auto& n : names) {

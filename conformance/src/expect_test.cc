@@ -244,7 +244,38 @@ TEST_F(ExpectJudge, FigurePrefersTheTargetsUsageReport) {
   EXPECT_NE(none.second.find("no pids_peak to judge"), std::string::npos);
   EXPECT_NE(LoadError({{"figure", {{"usage", "pids_peak"}}}}).find("min and/or max"),
             std::string::npos);
-  EXPECT_NE(LoadError({{"figure", {{"max", 1}}}}).find("usage and/or json"), std::string::npos);
+  EXPECT_NE(LoadError({{"figure", {{"max", 1}}}}).find("usage, json and/or last_match"),
+            std::string::npos);
+}
+
+TEST_F(ExpectJudge, FigureFromTheLastProgressLine) {
+  // A quota must bite at the size asked for: the writer's last progress line says how far it
+  // got before it was stopped (a quota twice too large lets it get twice as far).
+  json p = {{"figure", {{"last_match", "progress (\\d+) MiB"}, {"min", 16}, {"max", 34}}}};
+  auto at = Judge(p, Out("progress 1 MiB\nprogress 2 MiB\nprogress 31 MiB\n"));
+  EXPECT_EQ(at.first, "pass") << at.second;
+  EXPECT_NE(at.second.find("31"), std::string::npos);
+  auto doubled = Judge(p, Out("progress 1 MiB\nprogress 63 MiB\n"));
+  EXPECT_EQ(doubled.first, "fail");
+  EXPECT_NE(doubled.second.find("63"), std::string::npos);
+  EXPECT_EQ(Judge(p, Out("progress 8 MiB\n")).first, "fail");  // a quota half the size
+  auto none = Judge(p, Out("wrote 0 MiB\n"));
+  EXPECT_EQ(none.first, "fail");
+  EXPECT_NE(none.second.find("line matching"), std::string::npos);
+  // The target's usage report still comes first where the figure names one.
+  json q = {{"figure",
+             {{"usage", "disk_peak_bytes"}, {"last_match", "progress (\\d+) MiB"}, {"max", 34}}}};
+  ExecAnswer reported = Out("progress 60 MiB\n");
+  reported.extra["usage"] = {{"disk_peak_bytes", 30}};
+  EXPECT_EQ(Judge(q, reported).first, "pass");
+  EXPECT_NE(LoadError({{"figure", {{"last_match", "progress \\d+"}, {"max", 1}}}})
+                .find("exactly one group"),
+            std::string::npos);
+  EXPECT_NE(LoadError({{"figure", {{"last_match", "(x"}, {"max", 1}}}}).find("not a valid regex"),
+            std::string::npos);
+  EXPECT_NE(LoadError({{"figure", {{"json", "/a"}, {"last_match", "(\\d+)"}, {"max", 1}}}})
+                .find("not both"),
+            std::string::npos);
 }
 
 TEST_F(ExpectJudge, ThenIsJudgedAndMustHaveRun) {

@@ -15,6 +15,7 @@ namespace sandcheck {
 namespace {
 
 constexpr const char* kCanaryPrefix = "sandcheck-canary-";
+constexpr const char* kEnvCanaryName = "SANDCHECK_HOST_CREDENTIAL";
 
 std::string RandomHex(size_t bytes) {
   std::random_device rd;
@@ -63,6 +64,9 @@ sbx::StatusOr<HarnessValues> HarnessValues::Make(const std::set<std::string>& us
   h.values_["token"] = RandomHex(6);
   h.values_["token_number"] = std::to_string(1000000 + rd() % 9000000);
   if (!mirror_addr.empty()) h.values_["mirror_addr"] = mirror_addr;
+  if (const char* env = std::getenv(kEnvCanaryName); local && used.count("env_canary") && env) {
+    h.values_["env_canary"] = env;
+  }
   bool canaries = local && (used.count("canary_tmp") || used.count("canary_var_tmp") ||
                             used.count("canary_content"));
   if (canaries) {
@@ -88,6 +92,15 @@ HarnessValues::HarnessValues(HarnessValues&& o) noexcept
 
 HarnessValues::~HarnessValues() {
   for (const auto& path : canaries_) ::unlink(path.c_str());
+}
+
+void PlantEnvCanary() {
+  // A credential-looking variable in the harness's own environment, which every adapter and
+  // runtime it starts inherits (and the in-process reference runtime holds): a runtime that
+  // hands its own environment to the sandbox — the demo actor's subprocess.run does — shows it
+  // to the command. Set before any thread starts (setenv is not thread-safe).
+  std::string value = "sandcheck-host-credential-" + RandomHex(12);
+  ::setenv(kEnvCanaryName, value.c_str(), 1);
 }
 
 bool TargetIsLocal(const std::string& spec, const std::string& override_mode) {

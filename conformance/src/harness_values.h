@@ -1,7 +1,8 @@
 // The run-time values of {{harness.NAME}} (scenario.h: HarnessValueSpecs), made once per run:
 // random tokens, the harness's pid, the mirror fixture's address, and — only when a scenario
 // of the run refers to them — canary files planted on the harness's own host (FS-1: a sandbox
-// must not be able to read them). The canaries are world-readable files in /tmp and /var/tmp,
+// must not be able to read them) and a credential-looking variable in the harness's own
+// environment (SANDCHECK_HOST_CREDENTIAL: a sandbox must not see it either). The canaries are world-readable files in /tmp and /var/tmp,
 // so that only the sandbox's own file-system view keeps them out, not file permissions; they are
 // removed when the HarnessValues is destroyed, and canaries of dead sandcheck processes (a run
 // that was killed) are swept when the next run plants its own.
@@ -39,6 +40,10 @@ class HarnessValues {
   std::map<std::string, std::string> values_;
   std::vector<std::string> canaries_;  // files to remove
 };
+
+// Puts SANDCHECK_HOST_CREDENTIAL=<random> in this process's environment (the value of
+// {{harness.env_canary}}). Call first thing in main(), before any thread starts.
+void PlantEnvCanary();
 
 // Whether a --target's sandboxes run on this host: reference, adapter:, unix: and http:// to a
 // loopback address are local; any other http:// is elsewhere. `override` is --target-host

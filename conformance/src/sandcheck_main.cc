@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "harness_values.h"
 #include "target.h"
 
 namespace {
@@ -54,7 +55,10 @@ int main(int argc, char** argv) {
                 SANDCHECK_VERSION);
     return sandcheck::kExitPass;
   }
-  if (cmd == "run") return sandcheck::CmdRun(rest);
+  if (cmd == "run") {
+    sandcheck::PlantEnvCanary();  // {{harness.env_canary}}: before any thread or child starts
+    return sandcheck::CmdRun(rest);
+  }
   if (cmd == "list") return sandcheck::CmdList(rest);
   if (cmd == "coverage") return sandcheck::CmdCoverage(rest);
   if (cmd == "render") return sandcheck::CmdRender(rest);

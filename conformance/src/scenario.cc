@@ -192,13 +192,24 @@ sbx::StatusOr<json> ReadExpectation(const json& in, const std::string& path, Exp
     ObjectReader fr(*fig, path + ".figure");
     std::string usage = fr.String("usage", "");
     std::string ptr = fr.String("json", "");
-    std::string what = fr.String("what", usage.empty() ? ptr : usage);
-    json f = {{"usage", usage}, {"json", ptr}, {"what", what}};
+    std::string last = fr.String("last_match", "");
+    std::string what = fr.String("what", !usage.empty() ? usage : !ptr.empty() ? ptr : last);
+    json f = {{"usage", usage}, {"json", ptr}, {"last_match", last}, {"what", what}};
     for (const char* b : {"min", "max"}) {
       if (fr.Has(b)) f[b] = fr.Number(b, 0);
     }
     RETURN_IF_ERROR(fr.Finish());
-    if (usage.empty() && ptr.empty()) fail("figure", "give usage and/or json");
+    if (usage.empty() && ptr.empty() && last.empty())
+      fail("figure", "give usage, json and/or last_match");
+    if (!ptr.empty() && !last.empty()) fail("figure", "give json or last_match, not both");
+    if (!last.empty()) {
+      try {
+        std::regex re(last, std::regex::ECMAScript);
+        if (re.mark_count() != 1) fail("figure.last_match", "the regex must hold exactly one group");
+      } catch (const std::regex_error& e) {
+        fail("figure.last_match", fmt::format("'{}' is not a valid regex: {}", last, e.what()));
+      }
+    }
     if (!usage.empty() && !MatchesName(usage, "^[a-z_]+$")) fail("figure.usage", "[a-z_]+");
     if (!ptr.empty()) {
       try {
@@ -519,6 +530,10 @@ const std::vector<HarnessValueSpec>& HarnessValueSpecs() {
        "path of a world-readable file the harness plants in its host's /tmp for the run"},
       {"canary_var_tmp", true, "the same in its host's /var/tmp"},
       {"canary_content", true, "what the canary files hold (random per run)"},
+      {"env_canary", true,
+       "a random value the harness puts in its own environment as SANDCHECK_HOST_CREDENTIAL "
+       "for the run (inherited by the adapters and runtimes it starts): a sandbox must not see "
+       "it"},
       {"token", false, "random hex, new for every run"},
       {"token_number", false, "a random 7-digit number, new for every run"},
       {"mirror_addr", false,
