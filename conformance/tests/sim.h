@@ -33,6 +33,11 @@
 //   no-pids-limit, pids-breach-crashes   RES-4: no pids.max / a breach ends the sandbox (legal)
 //   no-fd-limit             RLIMIT_NOFILE not applied (RES-6)
 //   timeout-no-term         SIGKILL without SIGTERM first (RES-5)
+//   timeout-doubled         SIGTERM at twice the timeout asked for (RES-5)
+//   privileged              the command holds every capability in the host's user namespace:
+//                           /proc/sys/kernel and its own cgroup's limits writable (FS-1)
+//   wrong-workdir           commands run in /tmp, not /work (LC-5)
+//   leaks-host-env          the sandbox's environment holds the runtime's own (LC-3, LC-4)
 //   timeout-leaves-orphans  a setsid'd grandchild survives the timeout — for real, as a host
 //                           process (`timeout 20 sleep N`), killed at destroy (RES-5, FAIL-4)
 //   destroy-leaves-processes  destroy does not kill what the sandbox started (LC-7)

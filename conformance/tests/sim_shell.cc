@@ -253,6 +253,13 @@ std::string ProbeJson(Sandbox& sb, const std::vector<std::string>& w) {
   if (Has(sb, "no-fd-limit") || host) fds = 1048576;
   j["rlimit_nofile"] = {{"soft", fds}, {"hard", fds}};
   j["interfaces"] = {"lo"};
+  if (Has(sb, "wrong-workdir")) j["cwd"] = "/tmp";
+  // What could undo the isolation: root on the host, or a privileged container, has it all.
+  bool privileged = host || Has(sb, "privileged");
+  j["cap_eff"] = privileged ? "000001ffffffffff" : "0000000000000000";
+  j["escape"] = {{"proc_sys_kernel", privileged}, {"sysrq_trigger", false},
+                 {"own_cgroup_limits", privileged}, {"block_devices", host ? 10 : 0},
+                 {"kmsg_readable", privileged}, {"userns", false}};
   return j.dump() + "\n";
 }
 
@@ -393,24 +400,40 @@ ExecOut Simple(Sandbox& sb, const std::string& raw, int last_exit) {
       int64_t limit = Limit(sb, "disk_bytes") >> 20;
       int64_t used = std::atoll(Slurp(sb.dir + "/disk_used").c_str());
       bool limited = limit > 0 && !Has(sb, "no-disk-limit") && !Has(sb, "no-isolation");
+      auto progress = [](int64_t n) {
+        std::string p;
+        for (int64_t i = 1; i <= n; ++i) p += fmt::format("progress {} MiB\n", i);
+        return p;
+      };
       if (limited && used + mib > limit) {
         int64_t wrote = std::max<int64_t>(0, limit - used);
         std::ofstream(sb.dir + "/disk_used") << limit;
         std::ofstream(FsPath(sb, w[1], true)) << wrote << " MiB (emulated)\n";  // what got in
-        std::string told = fmt::format(
+        std::string told = progress(wrote) + fmt::format(
             "wrote {} MiB\nerror ENOSPC errno 28: write: No space left on device\n", wrote);
         if (Has(sb, "disk-full-as-ok")) return {"ok", "RUNNING", 1, told, ""};
         return {"resource_exceeded", "CRASHED", -1, told, "disk quota exhausted\n"};
       }
       std::ofstream(sb.dir + "/disk_used") << used + mib;
       std::ofstream(FsPath(sb, w[1], true)) << mib << " MiB (emulated)\n";
-      o.out = fmt::format("wrote {} MiB\n", mib);
+      o.out = progress(mib) + fmt::format("wrote {} MiB\n", mib);
+      return o;
+    }
+    if (cmd == "rm" && w.size() == 2) {
+      // Gives back what an emulated writer used (the disk quota's follow-up removes its file).
+      std::string path = FsPath(sb, w[1]);
+      if (fs::is_regular_file(path)) {
+        int64_t mib = std::atoll(Slurp(path).c_str());
+        int64_t used = std::atoll(Slurp(sb.dir + "/disk_used").c_str());
+        std::ofstream(sb.dir + "/disk_used") << std::max<int64_t>(0, used - mib);
+        fs::remove(path);
+      }
       return o;
     }
     if (cmd == "sbx-forkbomb" && w.size() == 5 && w[1] == "-n" && w[3] == "-t") {
       int64_t n = std::atoll(w[2].c_str()), pids = Limit(sb, "pids");
       bool limited = pids > 0 && !Has(sb, "no-pids-limit") && !Has(sb, "no-isolation");
-      if (limited && Has(sb, "pids-breach-crashes"))
+      if (limited && n > pids - 2 && Has(sb, "pids-breach-crashes"))
         return {"resource_exceeded", "CRASHED", -1, "", "pids limit reached\n"};
       int64_t peak = limited ? std::min(n, pids - 2) : n;
       Sleep(std::min(0.3, std::atof(w[4].c_str())));
@@ -431,6 +454,11 @@ ExecOut Simple(Sandbox& sb, const std::string& raw, int last_exit) {
       }
       for (const auto& [k, v] : secrets.items()) o.out += k + "=" + v.get<std::string>() + "\n";
       if (Has(sb, "secrets-leak-across")) o.out += Slurp(sb.root + "/leaked-secrets.env");
+      if (Has(sb, "leaks-host-env")) {
+        // The runtime's own environment (the harness's, which it inherited).
+        if (const char* c = std::getenv("SANDCHECK_HOST_CREDENTIAL"))
+          o.out += std::string("SANDCHECK_HOST_CREDENTIAL=") + c + "\n";
+      }
       return o;
     }
     if (cmd == "grep" && w.size() >= 4 && w[1] == "-rl") {
@@ -611,18 +639,28 @@ ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
   std::smatch m;
   // RES-5: a shell that traps SIGTERM and loops, with a setsid'd grandchild; killed at the
   // timeout (SIGTERM first: the trap prints; then SIGKILL).
-  if (std::regex_match(
-          cmd, m,
-          std::regex(
-              R"(trap "echo got-term" TERM; setsid sleep ([0-9]+) & while :; do sleep 3; done)"))) {
+  // The trap prints when SIGTERM came, by the sandbox's own clock (/proc/uptime); emulated: at
+  // the timeout asked for (twice it with timeout-doubled), without waiting for it for real.
+  if (std::regex_search(cmd, m, std::regex(R"(trap '.*got_term_after_ms.*' TERM; setsid sleep ([0-9]+) & while :; do sleep 0\.1; done$)"))) {
     SpawnHostSleep(sb, m[1]);
     AddProcess(sb, "sleep " + m[1].str());
-    Sleep(timeout_s);
+    double at = timeout_s * (Has(sb, "timeout-doubled") ? 2 : 1);
+    Sleep(0.2);
     if (!Has(sb, "timeout-leaves-orphans")) {
       KillOrphans(sb);
       fs::remove(sb.dir + "/procs");
     }
-    return {"timeout", "RUNNING", 137, Has(sb, "timeout-no-term") ? "" : "got-term\n", ""};
+    std::string told =
+        Has(sb, "timeout-no-term")
+            ? ""
+            : json{{"got_term_after_ms", static_cast<int64_t>(at * 1000)}}.dump() + "\n";
+    return {"timeout", "RUNNING", 137, told, ""};
+  }
+  // LC-5: where the command runs (the file it writes in ./ shows in /work, or does not).
+  if (cmd == "pwd; echo here > ./sandcheck-here && ls /work") {
+    if (Has(sb, "wrong-workdir")) return {"ok", "RUNNING", 0, "/tmp\n", ""};
+    std::ofstream(sb.work + "/sandcheck-here") << "here\n";
+    return {"ok", "RUNNING", 0, "/work\nsandcheck-here\n", ""};
   }
   // LC-7: a process left running in the sandbox; destroy must end it.
   if (std::regex_match(cmd, m,

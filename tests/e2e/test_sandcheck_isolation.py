@@ -23,7 +23,8 @@ SCENARIOS = ["isolation", "limits", "failure"]
 ISOLATION = {"isolation/" + c for c in (
     "host-files-hidden", "system-read-only", "pid-namespace", "traces-written", "nothing-persists",
     "no-egress-reaches-nothing", "environment-set", "secret-in-memory", "secret-not-shared",
-    "output-collected", "destroy-ends-processes", "clean-after-revert")}
+    "output-collected", "destroy-ends-processes", "clean-after-revert", "no-privileges",
+    "runs-in-work", "host-environment-hidden")}
 LIMITS = {"limits/" + c for c in (
     "disk-quota", "disk-quota-tmp", "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
 FAILURE = {"failure/" + c for c in ("cannot-execute", "tool-crash", "stages-reported", "clean-after-revert")}
@@ -56,12 +57,17 @@ BROKEN = {
     "pids-breach-crashes": set(),              # ending the sandbox as resource_exceeded is fine
     "no-fd-limit": {"limits/file-descriptors"},                                          # RES-6
     "timeout-no-term": {"limits/timeout"},                                               # RES-5
+    "timeout-doubled": {"limits/timeout"},                          # RES-5: at the time asked
+    "privileged": {"isolation/no-privileges"},                                           # FS-1
+    "wrong-workdir": {"isolation/runs-in-work"},                                         # LC-5
+    "leaks-host-env": {"isolation/host-environment-hidden"},                        # LC-3, LC-4
     "timeout-leaves-orphans": {"limits/timeout"},                                        # FAIL-4
     # Every scenario's canaries survive (and the disk filler's space is not given back).
     "never-revert": REVERTS | {"limits/disk-quota", "limits/disk-quota-tmp"},
     # Runs on the host: reads its files, sees its processes, reaches its network, no limits,
     # and its revert keeps what was written outside /work.
     "no-isolation": {"isolation/host-files-hidden", "isolation/system-read-only", "isolation/pid-namespace",
+                     "isolation/no-privileges",
                      "isolation/nothing-persists", "isolation/no-egress-reaches-nothing",
                      "limits/disk-quota", "limits/disk-quota-tmp", "limits/fork-bomb-contained",
                      "limits/file-descriptors"} | REVERTS,
@@ -121,7 +127,9 @@ def sim(tmp_path, mirror, faults="", scenarios=SCENARIOS, env=None, extra=(), na
 
 # fault -> (check, text its reason must hold): the verdict names what broke.
 REASON = {
-    "timeout-no-term": ("limits/timeout", 'stdout lacks "got-term"'),
+    "timeout-no-term": ("limits/timeout", "no JSON object on stdout"),
+    "timeout-doubled": ("limits/timeout", "/got_term_after_ms is 6000, expected >= 2000 and <= 4500"),
+    "privileged": ("isolation/no-privileges", "/escape/proc_sys_kernel is true"),
     # The setsid'd grandchild is a real process on this host: the harness's scan finds it.
     "timeout-leaves-orphans": ("limits/timeout", "still running on this host"),
     "destroy-leaves-processes": ("isolation/destroy-ends-processes", "after the destroy"),
