@@ -95,6 +95,10 @@ const std::map<std::string, std::string>& Defects() {
        "a name that merely contains a listed one (x.HOST, HOST.example.net, HOSTx) resolves as "
        "the listed host: a substring match (EGR-1, EGR-2)"},
       // A revert that returns a sandbox, but not the one asked for.
+      {"crash-revert-keeps-state",
+       "the revert of a sandbox that a limit breach ended restarts it in place: what it held "
+       "before the crash (files in /work, /tmp, $HOME) is still there; a revert of a sandbox "
+       "that did not crash is whole (SNAP-2)"},
       {"revert-drops-limits",
        "revert makes a new sandbox from the template without the limits the create request "
        "asked for (SNAP-2: the golden state holds the limits too)"},
@@ -478,6 +482,7 @@ int main(int argc, char** argv) {
       std::cout << ExecJson(dropped).dump() << "\n";
       return 0;
     }
+    if (cmd.rfind("sbx-canary plant ", 0) == 0) st["plant"] = cmd;
     ExecAnswer a = Must(rt.Exec(id, cmd, timeout), "exec");
     if (has("crosstalk-under-load")) {
       std::string out = a.stdout_text;
@@ -522,6 +527,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     sandcheck::OpAnswer r = Must(rt.Revert(id), "revert");
+    if (has("crash-revert-keeps-state") && st.value("crashed", false) && st.contains("plant")) {
+      // What a restart-in-place leaves: the files the sandbox had before it crashed. Replaying
+      // the state the sandbox held (the canaries planted before the task) shows the same.
+      ExecAnswer a = Must(rt.Exec(id, st["plant"].get<std::string>(), 10), "revert (keeps state)");
+      if (a.status != "ok") Die(1, "internal", "crash-revert-keeps-state: " + a.stderr_text);
+    }
     st["crashed"] = false;
     state.Save(outer, st);
     std::cout << json{{"seconds", r.seconds >= 0 ? r.seconds : 0.0}}.dump() << "\n";

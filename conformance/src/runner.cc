@@ -205,7 +205,7 @@ bool Runner::ThenStep(ScenarioRun& run, TaskRecord& rec, const std::string& sand
 }
 
 bool Runner::PlantCanaries(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox) {
-  if (rec.task && rec.task->answer.state == "CRASHED") {
+  if (rec.task && rec.task->answer.state == "CRASHED") {  // after the task (not canaries_before)
     rec.canary_note = "none planted: the task ended the sandbox";
     return true;
   }
@@ -304,6 +304,14 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
     progress("calibration");
     if (!Calibrate(run, rec, request)) return false;
   }
+  const AfterEachTask& after_each = s.after_each;
+  bool plant_before = t.canaries_before && after_each.canaries &&
+                      t.revert.value_or(after_each.revert) && info_.Has("revert");
+  if (plant_before) {
+    // The task will end its sandbox: plant now, while something can still run in it.
+    progress("plant canaries (before the task)");
+    if (!PlantCanaries(run, rec, sandbox)) return false;
+  }
   progress("task");
   rec.task.emplace();
   if (!ExecStep(run, t.label, "task", sandbox, SubstituteHarness(t.command, run.harness),
@@ -339,7 +347,7 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
   }
   const AfterEachTask& after = s.after_each;
   if (t.revert.value_or(after.revert) && info_.Has("revert")) {
-    if (after.canaries) {
+    if (after.canaries && !plant_before) {
       progress("plant canaries");
       if (!PlantCanaries(run, rec, sandbox)) return false;
     }

@@ -747,6 +747,7 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
     const json* check = tr.Object("check");
     const json* own_sandbox = tr.Object("sandbox");
     if (tr.Has("revert")) t.revert = tr.Bool("revert", true);
+    t.canaries_before = tr.Bool("canaries_before", false);
     if (sbx::Status st = tr.Finish(); !st.ok()) return wrap(st);
     if (own_sandbox) {
       SandboxTemplate sb = s.sandbox;

@@ -57,6 +57,10 @@ struct TaskSpec {
   // task does not give are the scenario's.
   std::optional<SandboxTemplate> sandbox;
   std::optional<bool> revert;  // overrides after_each_task.revert for this task
+  // Plant the revert canaries BEFORE the task rather than after it: for a task that ends its
+  // sandbox (a limit breach), after which nothing can be planted — so the revert of a crashed
+  // sandbox is held to the same standard (with after_each_task.canaries).
+  bool canaries_before = false;
   // {{harness.NAME}} values the task refers to (command, check, own sandbox); see HarnessValue.
   std::set<std::string> harness_values;
 };

@@ -173,9 +173,10 @@ def test_evidence_and_report(tmp_path, mirror):
     # then before the revert (timeout) and after it (disk quota).
     assert [s["phase"] for s in tasks["hung-tool"]["steps"]] == ["task", "then", "plant", "revert", "clean-check",
                                                                  "canary-check"]
-    # The filled disk ended the sandbox: nothing left to plant canaries in.
-    assert [s["phase"] for s in tasks["disk-fill"]["steps"]] == ["create", "task", "revert", "clean-check", "then",
-                                                                 "destroy"]
+    # The filled disk ends the sandbox, after which nothing can be planted: the canaries go in
+    # before the task (canaries_before), and are checked after the revert as anywhere else.
+    assert [s["phase"] for s in tasks["disk-fill"]["steps"]] == ["create", "plant", "task", "revert", "clean-check",
+                                                                 "canary-check", "then", "destroy"]
     assert tasks["disk-fill-tmp"]["files_after"] == 0
     # Secrets are not written into the report's create requests.
     secret = r.by_id["isolation/secret-in-memory"]["evidence"]["own_sandbox"]["request"]["secrets"]
