@@ -704,6 +704,20 @@ Verdict Expect(TaskRecord& t, const json& p) {
           fmt::format("the answer reports '{}' as {} (not measured)", key, got->dump()));
     }
   }
+  // Figures the answer reports that must be at least this much: a stage of a command that
+  // sleeps 0.3 s cannot have taken 0 s (a runtime that reports made-up timings fails).
+  for (auto it = p["answer_min"].begin(); it != p["answer_min"].end(); ++it) {
+    const json* got = AnswerPath(a.extra, it.key());
+    double least = it.value().get<double>();
+    if (!got || !got->is_number()) {
+      f.failed.push_back(fmt::format("the answer reports no number at '{}'", it.key()));
+    } else if (got->get<double>() < least) {
+      f.failed.push_back(fmt::format("'{}' is {:g}, less than {:g}", it.key(), got->get<double>(),
+                                     least));
+    } else {
+      f.held.push_back(fmt::format("'{}' is {:g} >= {:g}", it.key(), got->get<double>(), least));
+    }
+  }
   if (!p["answer_has"].empty() && f.failed.empty()) {
     f.held.push_back(fmt::format("the answer reports {}",
                                  Join(p["answer_has"].get<std::vector<std::string>>(), ", ")));

@@ -359,6 +359,23 @@ TEST_F(ExpectJudge, AnswerHasLooksIntoExtraKeys) {
   EXPECT_NE(bad.second.find("'stages.cleanup'"), std::string::npos);
 }
 
+TEST_F(ExpectJudge, AnswerMinCatchesMadeUpFigures) {
+  json p = {{"answer_min", {{"stages.execute", 0.25}}}};
+  ExecAnswer a = Out("");
+  a.extra["stages"] = {{"execute", 0.31}};
+  auto ok = Judge(p, a);
+  EXPECT_EQ(ok.first, "pass") << ok.second;
+  a.extra["stages"]["execute"] = 0.0;  // a runtime that reports zeros for a command that slept
+  auto zero = Judge(p, a);
+  EXPECT_EQ(zero.first, "fail");
+  EXPECT_NE(zero.second.find("'stages.execute' is 0, less than 0.25"), std::string::npos)
+      << zero.second;
+  a.extra.erase("stages");
+  EXPECT_NE(Judge(p, a).second.find("no number at 'stages.execute'"), std::string::npos);
+  EXPECT_NE(LoadError({{"answer_min", {{"stages.execute", "fast"}}}}).find("expected a number"),
+            std::string::npos);
+}
+
 TEST(HostScan, MatchesWholeWordsOnly) {
   EXPECT_TRUE(CmdlineHolds("sleep 1234567", "sleep 1234567"));
   EXPECT_TRUE(CmdlineHolds("/bin/sleep 1234567", "sleep 1234567"));

@@ -231,6 +231,15 @@ sbx::StatusOr<json> ReadExpectation(const json& in, const std::string& path, Exp
   if (level == ExpectLevel::kTask) {
     strings("backend_in");
     strings("answer_has");
+    out["answer_min"] = json::object();
+    if (const json* m = r.Object("answer_min")) {
+      for (auto it = m->begin(); it != m->end(); ++it) {
+        if (!it.value().is_number() || it.key().empty())
+          fail("answer_min", fmt::format("'{}': expected a number (the least the figure may be)",
+                                         it.key()));
+      }
+      out["answer_min"] = *m;
+    }
     out["may_refuse"] = r.Bool("may_refuse", false);
     out["then"] = nullptr;
     if (const json* then = r.Object("then")) {
@@ -513,6 +522,7 @@ const std::vector<KindSpec>& CheckKinds() {
         {"max_seconds", VT::number_float, false, 0.0},
         {"backend_in", VT::array, false, json::array()},
         {"answer_has", VT::array, false, json::array()},
+        {"answer_min", VT::object, false, json::object()},
         {"may_refuse", VT::boolean, false, false},
         {"then", VT::object, false, nullptr},
         {"any_of", VT::array, false, json::array()},

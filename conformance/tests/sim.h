@@ -32,6 +32,8 @@
 //                           as ok / the space not given back by revert
 //   no-pids-limit, pids-breach-crashes   RES-4: no pids.max / a breach ends the sandbox (legal)
 //   no-fd-limit             RLIMIT_NOFILE not applied (RES-6)
+//   fd-soft-only            only the soft RLIMIT_NOFILE is the limit; the hard one stays high,
+//                           so the command may raise its own (RES-6)
 //   timeout-no-term         SIGKILL without SIGTERM first (RES-5)
 //   timeout-doubled         SIGTERM at twice the timeout asked for (RES-5)
 //   privileged              the command holds every capability in the host's user namespace:
@@ -46,6 +48,7 @@
 //   secrets-leak-across     every sandbox sees every secret ever given (LC-8)
 //   no-diagnostics          stderr is never collected (LC-6, FAIL-2)
 //   no-stages               exec answers carry no stage timings (LC-1)
+//   fake-stages             exec answers carry every stage, each timed 0 s (LC-1)
 //   trust-ignored           an untrusted sandbox runs on the backend it asked for (SEL-6)
 // $SIM_FEATURES replaces the features `info` lists; $SIM_BACKENDS the backends (default sim;
 // the first is the default); $SIM_STATE_DIR holds the sandboxes;

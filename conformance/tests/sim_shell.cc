@@ -251,7 +251,7 @@ std::string ProbeJson(Sandbox& sb, const std::vector<std::string>& w) {
   int64_t fds = Limit(sb, "fds");
   if (fds == 0) fds = 1024;
   if (Has(sb, "no-fd-limit") || host) fds = 1048576;
-  j["rlimit_nofile"] = {{"soft", fds}, {"hard", fds}};
+  j["rlimit_nofile"] = {{"soft", fds}, {"hard", Has(sb, "fd-soft-only") ? 1048576 : fds}};
   j["interfaces"] = {"lo"};
   if (Has(sb, "wrong-workdir")) j["cwd"] = "/tmp";
   // What could undo the isolation: root on the host, or a privileged container, has it all.
@@ -351,6 +351,10 @@ ExecOut Simple(Sandbox& sb, const std::string& raw, int last_exit) {
       return o;
     }
     if (cmd == "true") return o;
+    if (cmd == "sleep" && w.size() == 2 && w[1].find_first_not_of("0123456789.") == std::string::npos) {
+      Sleep(std::atof(w[1].c_str()));
+      return o;
+    }
     if (cmd == "cat" && w.size() >= 2 && (w[1][0] == '/' || w.size() > 2)) {
       for (size_t i = 1; i < w.size(); ++i) {
         std::string path = FsPath(sb, w[i]);

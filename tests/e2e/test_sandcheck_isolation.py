@@ -50,12 +50,14 @@ BROKEN = {
     "destroy-leaves-processes": {"isolation/destroy-ends-processes"},                    # LC-7
     "no-diagnostics": {"isolation/output-collected", "failure/cannot-execute", "failure/tool-crash"},
     "no-stages": {"failure/stages-reported"},                                            # LC-1
+    "fake-stages": {"failure/stages-reported"},               # LC-1: 0 s for a 0.3 s command
     "no-disk-limit": {"limits/disk-quota", "limits/disk-quota-tmp"},                     # RES-3
     "disk-full-as-ok": {"limits/disk-quota", "limits/disk-quota-tmp"},                   # RES-8
     "disk-not-reclaimed": {"limits/disk-quota", "limits/disk-quota-tmp"},    # the follow-up
     "no-pids-limit": {"limits/fork-bomb-contained"},                                     # RES-4
     "pids-breach-crashes": set(),              # ending the sandbox as resource_exceeded is fine
     "no-fd-limit": {"limits/file-descriptors"},                                          # RES-6
+    "fd-soft-only": {"limits/file-descriptors"},                # RES-6: it could raise its own
     "timeout-no-term": {"limits/timeout"},                                               # RES-5
     "timeout-doubled": {"limits/timeout"},                          # RES-5: at the time asked
     "privileged": {"isolation/no-privileges"},                                           # FS-1

@@ -110,8 +110,10 @@ def test_log_format_on_stdout(tmp_path, mirror):
     task = json.loads(first[0][5])
     assert task["exit"] == 0 and task["stdout"] == "hello package 1.0\nhello.txt\n"
     assert json.loads(first[3][5])["stdout"] == "0\n"
+    # The memory hog ends its sandbox: its canaries are planted before it (canaries_before).
     mem = [l.split("\t") for l in log if l.startswith("memory hog")]
-    assert mem[0][2] == "CRASHED" and json.loads(mem[0][5])["status"] == "resource_exceeded"
+    assert [m[1] for m in mem[:2]] == ["plant", "task"]
+    assert mem[1][2] == "CRASHED" and json.loads(mem[1][5])["status"] == "resource_exceeded"
     assert r.err == ""  # no progress line when stderr is not a terminal
     assert str(r.out_dir / "junit.xml") in r.out
 
