@@ -25,6 +25,7 @@ def run_args(*extra):
     (["run", "--var", "mirror_hots=x"], "no scenario of this run declares it"),
     (["run", "--var", "mirror_host=a;rm -rf /"], "does not match"),
     (["run", "--scenario", "nope"], "no scenario named 'nope'"),
+    (["run", "--scenario", "all", "--scenario", "six-task"], "scenario 'six-task' given twice"),
     (["run", "--scenario", "/nonexistent/s.json"], "does not exist"),
     (["run", "--target", "ftp://x"], "expected reference, http://HOST:PORT"),
     (["run", "--target", "adapter:/nonexistent/adapter"], "no such file"),
