@@ -98,6 +98,18 @@ const std::map<std::string, std::string>& Defects() {
       {"fake-stages",
        "the exec answer reports every stage of the command as 0 s, whatever it took: made-up "
        "timings (LC-1)"},
+      {"stages-in-ms",
+       "the exec answer reports the stages in milliseconds where the protocol says seconds "
+       "(LC-1)"},
+      {"policy-union",
+       "one allow list for every sandbox: each new sandbox also gets every rule (and service) "
+       "an earlier sandbox was given (EGR-1)"},
+      {"persistent-shell",
+       "commands are written into one long-lived shell: what one does to it (cd, export, "
+       "ulimit) stays, across reverts too (SNAP-2)"},
+      {"revert-drops-env",
+       "revert makes a new sandbox from the create request without its environment (SNAP-2, "
+       "LC-3)"},
       {"crash-revert-keeps-state",
        "the revert of a sandbox that a limit breach ended restarts it in place: what it held "
        "before the crash (files in /work, /tmp, $HOME) is still there; a revert of a sandbox "
@@ -411,9 +423,23 @@ int main(int argc, char** argv) {
         req["env"][name] = var.substr(eq + 1);
       }
     }
+    if (has("policy-union")) {
+      // Every rule and service any sandbox was given before, added to this one's.
+      json seen = state.Load("policy-union");
+      json rules = seen.value("rules", json::array());
+      json hosts = seen.value("hosts", json::object());
+      if (req.contains("egress") && req["egress"].is_object()) {
+        for (const auto& r : req["egress"].value("rules", json::array())) rules.push_back(r);
+      }
+      if (req.contains("hosts") && req["hosts"].is_object()) hosts.update(req["hosts"]);
+      state.Save("policy-union", {{"rules", rules}, {"hosts", hosts}});
+      if (!rules.empty()) req["egress"] = {{"rules", rules}};
+      if (!hosts.empty()) req["hosts"] = hosts;
+    }
     std::string id = Must(rt.Create(req), "create");
     json st = {{"allowed", AllowedHosts(in)}, {"crashed", false}};
-    if (has("revert-drops-limits") || has("revert-drops-policy")) st["request"] = req;
+    if (has("revert-drops-limits") || has("revert-drops-policy") || has("revert-drops-env"))
+      st["request"] = req;
     if (has("secret-on-disk") && in.contains("secrets") && in["secrets"].is_object() &&
         !in["secrets"].empty()) {
       std::string cmd = ": > /tmp/.secrets";
@@ -449,6 +475,19 @@ int main(int argc, char** argv) {
     if (has("host-header-ignored")) cmd = DropHostHeader(cmd);
     if (has("timeout-doubled")) timeout *= 2;
     if (has("wrong-workdir")) cmd = "cd /tmp; " + cmd;
+    if (has("persistent-shell")) {
+      // One shell for every command: what earlier commands did to it comes first, and this
+      // command's own cd / export / ulimit are kept for the next ones (a revert forgets none).
+      std::string prelude = st.value("prelude", "");
+      static const std::regex state_re(R"((cd\s+\S+|export\s+[A-Za-z_][A-Za-z0-9_]*=\S+|ulimit\s+-n\s+[0-9]+))");
+      std::string more;
+      for (auto it = std::sregex_iterator(cmd.begin(), cmd.end(), state_re);
+           it != std::sregex_iterator(); ++it) {
+        more += it->str() + "; ";
+      }
+      if (!prelude.empty()) cmd = prelude + cmd;
+      st["prelude"] = prelude + more;
+    }
     if (has("privileged") && cmd.rfind("sbx-probe", 0) == 0) {
       // A privileged container: the command runs as root with every capability in the
       // sandbox's own namespaces and root. A process of the sandbox is the way in.
@@ -492,6 +531,11 @@ int main(int argc, char** argv) {
       if (state.Tick("crosstalk", &out) % 5 == 0) a.stdout_text = out;
     }
     st["crashed"] = a.state == "CRASHED";
+    if (has("stages-in-ms") && a.extra.contains("stages") && a.extra["stages"].is_object()) {
+      for (auto& [k, v] : a.extra["stages"].items()) {
+        if (v.is_number() && v.get<double>() >= 0) v = v.get<double>() * 1000;
+      }
+    }
     if (has("fake-stages") && a.extra.contains("stages") && a.extra["stages"].is_object()) {
       for (auto& [k, v] : a.extra["stages"].items()) {
         if (v.is_number() && v.get<double>() >= 0) v = 0.0;  // every stage "took" 0 s
@@ -518,12 +562,14 @@ int main(int argc, char** argv) {
       std::cout << json{{"seconds", a.seconds >= 0 ? a.seconds : 0.0}}.dump() << "\n";
       return 0;
     }
-    if ((has("revert-drops-limits") || has("revert-drops-policy")) && st.contains("request")) {
+    if ((has("revert-drops-limits") || has("revert-drops-policy") || has("revert-drops-env")) &&
+        st.contains("request")) {
       // "Revert" = a new sandbox from the template, without the limits (or the egress policy)
       // the create request asked for; the old one is destroyed.
       json req = st["request"];
       if (has("revert-drops-limits")) req["limits"] = json::object();
       if (has("revert-drops-policy")) req["egress"] = {{"rules", json::array()}};
+      if (has("revert-drops-env")) req.erase("env");
       auto t0 = std::chrono::steady_clock::now();
       std::string fresh = Must(rt.Create(req), "revert (recreate)");
       (void)rt.Destroy(id);

@@ -702,6 +702,13 @@ Verdict Expect(TaskRecord& t, const json& p) {
       // -1 is "not measured" (the convention of the answers): present, but no figure.
       f.failed.push_back(
           fmt::format("the answer reports '{}' as {} (not measured)", key, got->dump()));
+    } else if (got->is_number() && key.rfind("stages.", 0) == 0 &&
+               got->get<double>() > t.task->wall_seconds + 0.1) {
+      // A stage of the call cannot take longer than the whole call took by the harness's
+      // clock (a figure in milliseconds, or a made-up one, does).
+      f.failed.push_back(fmt::format("the answer reports '{}' as {:g} s, longer than the whole "
+                                     "call ({:.3f} s by the harness's clock)",
+                                     key, got->get<double>(), t.task->wall_seconds));
     }
   }
   // Figures the answer reports that must be at least this much: a stage of a command that

@@ -357,6 +357,13 @@ TEST_F(ExpectJudge, AnswerHasLooksIntoExtraKeys) {
   auto bad = Judge(p, a);
   EXPECT_EQ(bad.first, "fail");
   EXPECT_NE(bad.second.find("'stages.cleanup'"), std::string::npos);
+  // A stage longer than the whole call (milliseconds sent as seconds) is not a measurement.
+  json q = {{"answer_has", {"stages.execute"}}};
+  ExecAnswer ms = Out("");
+  ms.extra["stages"] = {{"execute", 310.0}};
+  auto longer = Judge(q, ms);
+  EXPECT_EQ(longer.first, "fail");
+  EXPECT_NE(longer.second.find("longer than the whole call"), std::string::npos) << longer.second;
 }
 
 TEST_F(ExpectJudge, AnswerMinCatchesMadeUpFigures) {

@@ -44,6 +44,9 @@ struct TaskRecord {
   std::string create_refused;  // why the target refused to create it (may_refuse)
   // kind `expect`: the follow-up command, and the harness's scans of its own host's processes.
   std::optional<Step> then;
+  // A follow-up after the revert that ended the scenario's shared sandbox: reverted again
+  // (phase then-revert), so the next task does not start in a sandbox another check broke.
+  std::optional<Step> then_revert;
   nlohmann::json host_scans = nlohmann::json::array();
   std::string host_note;     // why a scan was not done (a target elsewhere)
   nlohmann::json gateway;    // decisions seen for this task (array), or null if not offered

@@ -26,7 +26,7 @@ json TaskJson(const TaskRecord& t) {
   }
   if (t.calibration_ops.size() > 1) steps.push_back(StepJson(t.calibration_ops.back()));
   for (const auto* s : {&t.own_create, &t.task, &t.then, &t.plant, &t.revert, &t.clean_check,
-                        &t.canary_check, &t.recover, &t.own_destroy}) {
+                        &t.canary_check, &t.recover, &t.then_revert, &t.own_destroy}) {
     if (*s) steps.push_back(StepJson(**s));
   }
   for (const Step& s : t.bracket) steps.push_back(StepJson(s));

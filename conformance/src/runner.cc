@@ -385,6 +385,13 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
   if (then && (*then)["after_revert"].get<bool>() && rec.revert) {
     progress("then");
     if (!ThenStep(run, rec, sandbox)) return false;
+    if (!t.sandbox && rec.then->answer.state == "CRASHED") {
+      // The follow-up ended the shared sandbox (its check judges that): revert it, so the next
+      // task is not blamed for a sandbox it did not break.
+      progress("revert after the follow-up");
+      rec.then_revert.emplace();
+      if (!OpStep(run, t.label, "then-revert", sandbox, true, &*rec.then_revert)) return false;
+    }
   }
   return true;
 }

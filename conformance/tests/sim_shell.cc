@@ -351,6 +351,20 @@ ExecOut Simple(Sandbox& sb, const std::string& raw, int last_exit) {
       return o;
     }
     if (cmd == "true") return o;
+    // Shell state (isolation/shell-state-reverted): every exec is a fresh shell here, so what
+    // a command does to its shell is gone by the next one.
+    if ((cmd == "cd" || cmd == "export") && w.size() == 2) return o;
+    if (cmd == "ulimit" && w.size() >= 2 && w[1] == "-n") {
+      if (w.size() == 2) {
+        int64_t fds = Limit(sb, "fds");
+        o.out = std::to_string(fds > 0 && !Has(sb, "no-fd-limit") ? fds : 1024) + "\n";
+      }
+      return o;
+    }
+    if (cmd == "pwd" && w.size() == 1) {
+      o.out = Has(sb, "wrong-workdir") ? "/tmp\n" : "/work\n";
+      return o;
+    }
     if (cmd == "sleep" && w.size() == 2 && w[1].find_first_not_of("0123456789.") == std::string::npos) {
       Sleep(std::atof(w[1].c_str()));
       return o;

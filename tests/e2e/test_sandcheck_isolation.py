@@ -24,7 +24,7 @@ ISOLATION = {"isolation/" + c for c in (
     "host-files-hidden", "system-read-only", "pid-namespace", "traces-written", "nothing-persists",
     "no-egress-reaches-nothing", "environment-set", "secret-in-memory", "secret-not-shared",
     "output-collected", "destroy-ends-processes", "clean-after-revert", "no-privileges",
-    "runs-in-work", "host-environment-hidden")}
+    "runs-in-work", "host-environment-hidden", "shell-state-reverted")}
 LIMITS = {"limits/" + c for c in (
     "disk-quota", "disk-quota-tmp", "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
 FAILURE = {"failure/" + c for c in ("cannot-execute", "tool-crash", "stages-reported", "clean-after-revert")}
@@ -170,7 +170,7 @@ def test_evidence_and_report(tmp_path, mirror):
     # A task with a sandbox of its own: create, task, (canaries planted, revert, count, canaries
     # checked), destroy, in order.
     phases = [s["phase"] for s in tasks["environment"]["steps"]]
-    assert phases == ["create", "task", "plant", "revert", "clean-check", "canary-check", "destroy"], phases
+    assert phases == ["create", "task", "plant", "revert", "clean-check", "canary-check", "then", "destroy"], phases
     assert [s["phase"] for s in tasks["leave-traces"]["steps"]] == ["create", "task", "destroy"]
     # then before the revert (timeout) and after it (disk quota).
     assert [s["phase"] for s in tasks["hung-tool"]["steps"]] == ["task", "then", "plant", "revert", "clean-check",
