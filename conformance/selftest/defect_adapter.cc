@@ -110,6 +110,10 @@ const std::map<std::string, std::string>& Defects() {
       {"revert-drops-env",
        "revert makes a new sandbox from the create request without its environment (SNAP-2, "
        "LC-3)"},
+      {"destroy-recycles",
+       "destroy wipes /work and /tmp and keeps the sandbox for the next create of the same "
+       "request: $HOME, the rest of the file system and the processes carry over (LC-7, "
+       "POOL-7)"},
       {"crash-revert-keeps-state",
        "the revert of a sandbox that a limit breach ended restarts it in place: what it held "
        "before the crash (files in /work, /tmp, $HOME) is still there; a revert of a sandbox "
@@ -436,8 +440,20 @@ int main(int argc, char** argv) {
       if (!rules.empty()) req["egress"] = {{"rules", rules}};
       if (!hosts.empty()) req["hosts"] = hosts;
     }
-    std::string id = Must(rt.Create(req), "create");
+    std::string id;
+    if (has("destroy-recycles")) {
+      // A sandbox an earlier destroy kept for this same request, if any.
+      json pool = state.Load("recycle-pool");
+      std::string key = req.dump();
+      if (pool.contains(key) && pool[key].is_array() && !pool[key].empty()) {
+        id = pool[key].back().get<std::string>();
+        pool[key].erase(pool[key].size() - 1);
+        state.Save("recycle-pool", pool);
+      }
+    }
+    if (id.empty()) id = Must(rt.Create(req), "create");
     json st = {{"allowed", AllowedHosts(in)}, {"crashed", false}};
+    if (has("destroy-recycles")) st["key"] = req.dump();
     if (has("revert-drops-limits") || has("revert-drops-policy") || has("revert-drops-env"))
       st["request"] = req;
     if (has("secret-on-disk") && in.contains("secrets") && in["secrets"].is_object() &&
@@ -591,6 +607,20 @@ int main(int argc, char** argv) {
     state.Save(outer, st);
     std::cout << json{{"seconds", r.seconds >= 0 ? r.seconds : 0.0}}.dump() << "\n";
     return 0;
+  }
+  if (op == "destroy" && has("destroy-recycles") && st.contains("key") &&
+      !st.value("crashed", false)) {
+    // "Reset" for the next caller: the visible scratch only; the sandbox is kept.
+    ExecAnswer a = Must(rt.Exec(id, "rm -rf /work/* /work/.[!.]* /tmp/* /tmp/.[!.]* 2>/dev/null; true", 10),
+                        "destroy (recycle)");
+    if (a.status == "ok") {
+      json pool = state.Load("recycle-pool");
+      pool[st["key"].get<std::string>()].push_back(id);
+      state.Save("recycle-pool", pool);
+      state.Drop(outer);
+      std::cout << json{{"seconds", 0.0}}.dump() << "\n";
+      return 0;
+    }
   }
   if (op == "destroy") {
     state.Drop(outer);
