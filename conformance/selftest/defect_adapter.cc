@@ -387,6 +387,10 @@ int main(int argc, char** argv) {
   Target& rt = **made;
   State state(Env("SANDCHECK_SELFTEST_STATE", "/tmp/sandcheck-selftest-state"));
   auto has = [&](const char* d) { return defect == d; };
+  // The revert-drops-* defects: revert = a new sandbox from the stored create request, less one
+  // part of it.
+  const bool recreates_on_revert =
+      has("revert-drops-limits") || has("revert-drops-policy") || has("revert-drops-env");
 
   if (op == "info") {
     sandcheck::TargetInfo info = Must(rt.Info(), "info");
@@ -454,8 +458,7 @@ int main(int argc, char** argv) {
     if (id.empty()) id = Must(rt.Create(req), "create");
     json st = {{"allowed", AllowedHosts(in)}, {"crashed", false}};
     if (has("destroy-recycles")) st["key"] = req.dump();
-    if (has("revert-drops-limits") || has("revert-drops-policy") || has("revert-drops-env"))
-      st["request"] = req;
+    if (recreates_on_revert) st["request"] = req;
     if (has("secret-on-disk") && in.contains("secrets") && in["secrets"].is_object() &&
         !in["secrets"].empty()) {
       std::string cmd = ": > /tmp/.secrets";
@@ -578,8 +581,7 @@ int main(int argc, char** argv) {
       std::cout << json{{"seconds", a.seconds >= 0 ? a.seconds : 0.0}}.dump() << "\n";
       return 0;
     }
-    if ((has("revert-drops-limits") || has("revert-drops-policy") || has("revert-drops-env")) &&
-        st.contains("request")) {
+    if (recreates_on_revert && st.contains("request")) {
       // "Revert" = a new sandbox from the template, without the limits (or the egress policy)
       // the create request asked for; the old one is destroyed.
       json req = st["request"];

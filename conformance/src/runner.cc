@@ -304,9 +304,9 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
     progress("calibration");
     if (!Calibrate(run, rec, request)) return false;
   }
-  const AfterEachTask& after_each = s.after_each;
-  bool plant_before = t.canaries_before && after_each.canaries &&
-                      t.revert.value_or(after_each.revert) && info_.Has("revert");
+  const AfterEachTask& after = s.after_each;
+  const bool reverts = t.revert.value_or(after.revert) && info_.Has("revert");
+  const bool plant_before = t.canaries_before && after.canaries && reverts;
   if (plant_before) {
     // The task will end its sandbox: plant now, while something can still run in it.
     progress("plant canaries (before the task)");
@@ -345,8 +345,7 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
     progress("then");
     if (!ThenStep(run, rec, sandbox)) return false;
   }
-  const AfterEachTask& after = s.after_each;
-  if (t.revert.value_or(after.revert) && info_.Has("revert")) {
+  if (reverts) {
     if (after.canaries && !plant_before) {
       progress("plant canaries");
       if (!PlantCanaries(run, rec, sandbox)) return false;
