@@ -309,7 +309,12 @@ TEST_F(CgroupITest, BadInputsAreErrorsNotCrashes) {
   EXPECT_EQ(CgroupManager::Open("bad/id").status().code(), Code::kInvalidArgument);
 }
 
-// RES-1: with 500 millicores a CPU-bound process gets ≈ half a core; without, ≈ one core.
+// RES-1: with 500 millicores a CPU-bound process never gets more than half a core, and the
+// kernel throttles it; without a quota it is never throttled and can get more. A loaded machine
+// (a CPU hog, other test runs) can keep any process below half a core for a while, so each side
+// waits for its event — the capped burner's first throttling, the free burner's first window
+// above the cap — bounded at 60 s, instead of judging one fixed window against the machine's
+// speed. The cap itself is judged in every window.
 TEST_F(CgroupITest, CpuQuotaIsAHardCap) {
   auto limited = MustCreate("cpu-500m");
   auto free = MustCreate("cpu-free");
@@ -325,27 +330,39 @@ TEST_F(CgroupITest, CpuQuotaIsAHardCap) {
   BoostCpuWeight(limited->Paths());
   BoostCpuWeight(free->Paths());
 
-  auto measure = [](Cgroup& cg) {
+  // CPU/wall of the burner in `cg` over 300 ms windows until `done(ratio)` holds (or 60 s);
+  // returns the highest ratio seen, and the number of windows.
+  auto windows = [](Cgroup& cg, const std::function<bool(double)>& done, int* n) {
     Child c = SpawnJoined(cg, [] { Burn(); });
-    // Running: it has used about one period's quota of CPU (the event the 50 ms sleep here
-    // stood for, which a loaded machine could outlast without running it).
     EXPECT_TRUE(cgroup_internal::WaitUntil([&] { return cg.Usage().cpu_seconds > 0.04; }, 30))
         << "the burner never ran";
-    double u0 = cg.Usage().cpu_seconds, t0 = Now();
-    usleep(600000);
-    double u1 = cg.Usage().cpu_seconds, t1 = Now();
+    double best = 0, start = Now();
+    *n = 0;
+    while (Now() - start < 60) {
+      double u0 = cg.Usage().cpu_seconds, t0 = Now();
+      usleep(300000);  // the measuring window itself, not a wait for something to settle
+      double r = (cg.Usage().cpu_seconds - u0) / (Now() - t0);
+      best = std::max(best, r);
+      ++*n;
+      if (done(r)) break;
+    }
     EXPECT_TRUE(cg.KillAll().ok());
     c.Wait();
-    return (u1 - u0) / (t1 - t0);
+    return best;
   };
-  double limited_ratio = measure(*limited);
-  double free_ratio = measure(*free);
-  std::printf("[ cpu ] CPU/wall: 500m %.3f, unlimited %.3f, throttled %.3f s\n", limited_ratio,
-              free_ratio, limited->Usage().throttled_seconds);
-  EXPECT_GT(limited_ratio, 0.35);
-  EXPECT_LT(limited_ratio, 0.65);
-  EXPECT_GE(free_ratio / limited_ratio, 1.5);
-  EXPECT_GT(limited->Usage().throttled_seconds, 0.1);
+  int limited_n = 0, free_n = 0;
+  double limited_max = windows(
+      *limited, [&](double) { return limited->Usage().throttled_seconds > 0.1; }, &limited_n);
+  double throttled = limited->Usage().throttled_seconds;
+  double free_max = windows(*free, [](double r) { return r > 0.65; }, &free_n);
+  std::printf("[ cpu ] CPU/wall: 500m at most %.3f (%d windows, throttled %.3f s), unlimited up to "
+              "%.3f (%d windows, throttled %.3f s)\n",
+              limited_max, limited_n, throttled, free_max, free_n,
+              free->Usage().throttled_seconds);
+  EXPECT_GT(throttled, 0.1) << "the quota never throttled the burner in 60 s";
+  EXPECT_LT(limited_max, 0.65) << "a window gave the capped burner more than half a core";
+  EXPECT_GT(free_max, 0.65) << "the unlimited burner never got more than the cap in 60 s";
+  EXPECT_EQ(free->Usage().throttled_seconds, 0) << "a cgroup without a quota was throttled";
 }
 
 constexpr int64_t kMi = 1024 * 1024;
