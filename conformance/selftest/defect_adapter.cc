@@ -35,8 +35,8 @@
 #include <sstream>
 #include <string>
 
-#include "subprocess.h"
-#include "target.h"
+#include "common/subprocess.h"
+#include "drivers/target.h"
 
 extern char** environ;
 

@@ -1,0 +1,361 @@
+// Kind `expect`: an exec answer judged against the expectation vocabulary of scenarios.md.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <regex>
+
+#include "checks/checks.h"
+#include "checks/evidence.h"
+#include "checks/verdict.h"
+#include "common/json_strict.h"
+#include "common/stats.h"
+
+namespace sandcheck::eval {
+
+using nlohmann::json;
+
+namespace {
+
+// What one expectation object found: the conditions that held and those that did not.
+struct Findings {
+  std::vector<std::string> held, failed;
+};
+
+// Judges an exec answer (and the harness's wall time of the call) against the expectation
+// vocabulary shared by the task, its `then` command and each `any_of` alternative.
+Findings JudgeAnswer(const ExecAnswer& a, double wall_seconds, const json& e) {
+  Findings f;
+  auto list = [&](const char* key) { return e[key].get<std::vector<std::string>>(); };
+  std::vector<std::string> statuses = list("status");
+  if (!statuses.empty()) {
+    if (std::find(statuses.begin(), statuses.end(), a.status) == statuses.end()) {
+      f.failed.push_back(fmt::format("status {} (expected {}){}", a.status, Join(statuses, " or "),
+                                     a.status == "ok" ? "" : fmt::format(", state {}", a.state)));
+    } else {
+      f.held.push_back("status " + a.status);
+    }
+  }
+  std::string state = e["state"];
+  if (!state.empty()) {
+    if (a.state != state)
+      f.failed.push_back(fmt::format("state {} (expected {})", a.state, state));
+    else
+      f.held.push_back("state " + state);
+  }
+  if (e["exit"].is_number_integer()) {
+    int want = e["exit"];
+    if (a.exit_code != want)
+      f.failed.push_back(fmt::format("exit {} (expected {})", a.exit_code, want));
+    else
+      f.held.push_back(fmt::format("exit {}", want));
+  }
+  if (e["exit_nonzero"].get<bool>()) {
+    if (a.exit_code == 0)
+      f.failed.push_back("exit 0 (expected a failure)");
+    else
+      f.held.push_back(fmt::format("exit {} (non-zero)", a.exit_code));
+  }
+  for (const auto& x : list("stdout_contains")) {
+    if (a.stdout_text.find(x) == std::string::npos)
+      f.failed.push_back("stdout lacks " + Quoted(x));
+    else
+      f.held.push_back("stdout holds " + Quoted(x));
+  }
+  for (const auto& x : list("stdout_not_contains")) {
+    if (a.stdout_text.find(x) != std::string::npos)
+      f.failed.push_back("stdout holds " + Quoted(x));
+    else
+      f.held.push_back("stdout lacks " + Quoted(x));
+  }
+  for (const auto& x : list("stderr_contains")) {
+    if (a.stderr_text.find(x) == std::string::npos)
+      f.failed.push_back("stderr lacks " + Quoted(x));
+    else
+      f.held.push_back("stderr holds " + Quoted(x));
+  }
+  for (const auto& x : list("output_not_contains")) {
+    bool out = a.stdout_text.find(x) != std::string::npos;
+    bool err = a.stderr_text.find(x) != std::string::npos;
+    if (out || err)
+      f.failed.push_back(fmt::format("{} holds {}", out ? "stdout" : "stderr", Quoted(x)));
+    else
+      f.held.push_back("output lacks " + Quoted(x));
+  }
+  if (e["stdout_equals"].is_string()) {
+    std::string want = e["stdout_equals"];
+    if (Trimmed(a.stdout_text) != Trimmed(want))
+      f.failed.push_back(
+          fmt::format("stdout is {}, expected {}", Quoted(Trimmed(a.stdout_text)), Quoted(want)));
+    else
+      f.held.push_back("stdout is " + Quoted(want));
+  }
+  std::string output = a.stdout_text + a.stderr_text;
+  auto regex = [&](const char* key, const std::string& text, const char* where, bool want) {
+    for (const auto& x : list(key)) {
+      bool hit = std::regex_search(text, std::regex(x, std::regex::ECMAScript));
+      if (hit != want) {
+        f.failed.push_back(
+            fmt::format("{} {} /{}/", where, want ? "does not match" : "matches", x));
+      } else {
+        f.held.push_back(fmt::format("{} {} /{}/", where, want ? "matches" : "does not match", x));
+      }
+    }
+  };
+  regex("stdout_matches", a.stdout_text, "stdout", true);
+  regex("stdout_not_matches", a.stdout_text, "stdout", false);
+  regex("output_matches", output, "output", true);
+  regex("output_not_matches", output, "output", false);
+  if (!e["json"].empty()) {
+    auto doc = FirstJsonLine(a.stdout_text);
+    if (!doc) {
+      f.failed.push_back("no JSON object on stdout");
+    } else {
+      for (auto it = e["json"].begin(); it != e["json"].end(); ++it) {
+        json::json_pointer ptr(it.key());
+        if (!doc->contains(ptr)) {
+          f.failed.push_back(fmt::format("{} missing from the JSON on stdout", it.key()));
+          continue;
+        }
+        const json& got = (*doc)[ptr];
+        const json& want = it.value();
+        if (want.is_object()) {
+          bool numeric = got.is_number();
+          double v = numeric ? got.get<double>() : 0;
+          bool ok = numeric && (!want.contains("min") || v >= want["min"].get<double>()) &&
+                    (!want.contains("max") || v <= want["max"].get<double>());
+          std::string bounds = fmt::format(
+              "{}{}{}", want.contains("min") ? fmt::format(">= {}", want["min"].dump()) : "",
+              want.contains("min") && want.contains("max") ? " and " : "",
+              want.contains("max") ? fmt::format("<= {}", want["max"].dump()) : "");
+          (ok ? f.held : f.failed)
+              .push_back(fmt::format("{} is {}{}", it.key(), got.dump(),
+                                     ok ? "" : ", expected " + bounds));
+        } else if (!SameValue(got, want)) {
+          f.failed.push_back(
+              fmt::format("{} is {}, expected {}", it.key(), got.dump(), want.dump()));
+        } else {
+          f.held.push_back(fmt::format("{} is {}", it.key(), got.dump()));
+        }
+      }
+    }
+  }
+  if (e.contains("figure") && e["figure"].is_object()) {
+    // The target's own evidence first (its usage report, read from the cgroup), the command's
+    // own count only where the target reports none.
+    const json& fig = e["figure"];
+    std::string usage = fig["usage"], ptr = fig["json"], what = fig["what"];
+    std::string last = fig.value("last_match", "");
+    std::optional<double> value;
+    std::string source;
+    if (!usage.empty() && a.extra.contains("usage") && a.extra["usage"].is_object() &&
+        a.extra["usage"].contains(usage) && a.extra["usage"][usage].is_number() &&
+        a.extra["usage"][usage].get<double>() >= 0) {
+      value = a.extra["usage"][usage].get<double>();
+      source = fmt::format("the target's usage report ({})", usage);
+    } else if (!ptr.empty()) {
+      auto doc = FirstJsonLine(a.stdout_text);
+      json::json_pointer jp(ptr);
+      if (doc && doc->contains(jp) && (*doc)[jp].is_number()) {
+        value = (*doc)[jp].get<double>();
+        source = fmt::format("the command's own count ({})", ptr);
+      }
+    } else if (!last.empty()) {
+      // The command's own progress: the number in the LAST line that matches (how far it got
+      // before it was stopped).
+      std::regex re(last, std::regex::ECMAScript);
+      std::optional<double> seen;
+      for (auto it = std::sregex_iterator(a.stdout_text.begin(), a.stdout_text.end(), re);
+           it != std::sregex_iterator(); ++it) {
+        char* end = nullptr;
+        std::string g = (*it)[1].str();
+        double d = std::strtod(g.c_str(), &end);
+        if (!g.empty() && end && *end == '\0') seen = d;
+      }
+      if (seen) {
+        value = seen;
+        source = fmt::format("the command's last progress line (/{}/)", last);
+      }
+    }
+    std::string bounds =
+        fmt::format("{}{}{}", fig.contains("min") ? fmt::format(">= {}", fig["min"].dump()) : "",
+                    fig.contains("min") && fig.contains("max") ? " and " : "",
+                    fig.contains("max") ? fmt::format("<= {}", fig["max"].dump()) : "");
+    if (!value) {
+      f.failed.push_back(
+          fmt::format("no {} to judge: the target reports no usage.{} and stdout holds no {}", what,
+                      usage.empty() ? "?" : usage,
+                      !ptr.empty()    ? ptr
+                      : !last.empty() ? fmt::format("line matching /{}/", last)
+                                      : "?"));
+    } else {
+      bool ok = (!fig.contains("min") || *value >= fig["min"].get<double>()) &&
+                (!fig.contains("max") || *value <= fig["max"].get<double>());
+      (ok ? f.held : f.failed)
+          .push_back(fmt::format("{} {:g} from {}{}", what, *value, source,
+                                 ok ? "" : ", expected " + bounds));
+    }
+  }
+  double max_s = e["max_seconds"];
+  if (max_s > 0) {
+    if (wall_seconds > max_s)
+      f.failed.push_back(
+          fmt::format("took {:.2f} s (harness clock), more than {:g} s", wall_seconds, max_s));
+    else
+      f.held.push_back(fmt::format("{:.2f} s <= {:g} s", wall_seconds, max_s));
+  }
+  return f;
+}
+
+// The value at a dotted path ("stages.allocate") of the exec answer's extra keys.
+const json* AnswerPath(const json& extra, const std::string& path) {
+  const json* cur = &extra;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t dot = path.find('.', pos);
+    std::string key = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    if (!cur->is_object() || !cur->contains(key)) return nullptr;
+    cur = &(*cur)[key];
+    if (dot == std::string::npos) break;
+    pos = dot + 1;
+  }
+  return cur;
+}
+
+}  // namespace
+
+Verdict Expect(TaskRecord& t, const json& p) {
+  Verdict v;
+  if (!t.own_request.is_null()) {
+    v.evidence["own_sandbox"] = {{"request", t.own_request}, {"id", t.own_sandbox}};
+  }
+  if (!t.create_refused.empty()) {
+    // Only reachable with may_refuse: refusing is one of the allowed answers (e.g. SEL-5: never
+    // run it on a weaker backend).
+    t.got = "refused to create the sandbox";
+    t.refused = true;
+    v.evidence["create_refused"] = t.create_refused;
+    return {Outcome::kPass, "the target refused to create the sandbox: " + t.create_refused,
+            v.evidence};
+  }
+  const ExecAnswer& a = t.task->answer;
+  t.got = Told(a);
+  t.refused = a.status != "ok" || a.exit_code != 0;
+  Findings f = JudgeAnswer(a, t.task->wall_seconds, p);
+  if (!p["any_of"].empty()) {
+    json alts = json::array();
+    std::vector<std::string> misses;
+    bool one = false;
+    for (size_t i = 0; i < p["any_of"].size(); ++i) {
+      Findings af = JudgeAnswer(a, t.task->wall_seconds, p["any_of"][i]);
+      alts.push_back({{"held", af.held}, {"failed", af.failed}});
+      if (af.failed.empty()) {
+        if (!one) f.held.push_back(fmt::format("alternative {}: {}", i + 1, Join(af.held, ", ")));
+        one = true;
+      } else {
+        misses.push_back(fmt::format("alternative {}: {}", i + 1, Join(af.failed, ", ")));
+      }
+    }
+    v.evidence["any_of"] = alts;
+    if (!one) f.failed.push_back("none of the alternatives held (" + Join(misses, "; ") + ")");
+  }
+  for (const auto& key : p["answer_has"].get<std::vector<std::string>>()) {
+    const json* got = AnswerPath(a.extra, key);
+    if (!got || got->is_null()) {
+      f.failed.push_back(fmt::format("the answer does not report '{}'", key));
+    } else if (got->is_number() && got->get<double>() < 0) {
+      // -1 is "not measured" (the convention of the answers): present, but no figure.
+      f.failed.push_back(
+          fmt::format("the answer reports '{}' as {} (not measured)", key, got->dump()));
+    } else if (got->is_number() && key.rfind("stages.", 0) == 0 &&
+               got->get<double>() > t.task->wall_seconds + 0.1) {
+      // A stage of the call cannot take longer than the whole call took by the harness's
+      // clock (a figure in milliseconds, or a made-up one, does).
+      f.failed.push_back(
+          fmt::format("the answer reports '{}' as {:g} s, longer than the whole "
+                      "call ({:.3f} s by the harness's clock)",
+                      key, got->get<double>(), t.task->wall_seconds));
+    }
+  }
+  // Figures the answer reports that must be at least this much: a stage of a command that
+  // sleeps 0.3 s cannot have taken 0 s (a runtime that reports made-up timings fails).
+  for (auto it = p["answer_min"].begin(); it != p["answer_min"].end(); ++it) {
+    const json* got = AnswerPath(a.extra, it.key());
+    double least = it.value().get<double>();
+    if (!got || !got->is_number()) {
+      f.failed.push_back(fmt::format("the answer reports no number at '{}'", it.key()));
+    } else if (got->get<double>() < least) {
+      f.failed.push_back(
+          fmt::format("'{}' is {:g}, less than {:g}", it.key(), got->get<double>(), least));
+    } else {
+      f.held.push_back(fmt::format("'{}' is {:g} >= {:g}", it.key(), got->get<double>(), least));
+    }
+  }
+  if (!p["answer_has"].empty() && f.failed.empty()) {
+    f.held.push_back(fmt::format("the answer reports {}",
+                                 Join(p["answer_has"].get<std::vector<std::string>>(), ", ")));
+  }
+  if (p["then"].is_object()) {
+    const json& then = p["then"];
+    std::string when = then["after_revert"].get<bool>() ? "after the revert" : "next";
+    if (!t.then) {
+      f.failed.push_back(fmt::format("the follow-up '{}' ({}) was not run{}",
+                                     then["command"].get<std::string>(), when,
+                                     t.revert ? "" : ": no revert"));
+    } else {
+      v.evidence["then"] = ExecEvidence(*t.then);
+      Findings tf = JudgeAnswer(t.then->answer, t.then->wall_seconds, then);
+      std::string head = fmt::format("{}, '{}'", when, t.then->command);
+      if (!tf.failed.empty())
+        f.failed.push_back(fmt::format("{}: {}", head, Join(tf.failed, ", ")));
+      else
+        f.held.push_back(fmt::format("{}: {}", head, Join(tf.held, ", ")));
+    }
+  }
+  if (p["host_absent"].is_object()) {
+    v.evidence["host_scans"] = t.host_scans;
+    if (t.host_scans.empty()) {
+      f.held.push_back(t.host_note.empty() ? "host not scanned" : t.host_note);
+      if (!t.host_note.empty()) v.evidence["host_note"] = t.host_note;
+    }
+    for (const auto& scan : t.host_scans) {
+      std::string after = scan["after"] == "destroy" ? "the destroy" : "the task";
+      if (scan["found"].empty()) {
+        f.held.push_back(fmt::format("no '{}' left on this host after {}",
+                                     scan["process"].get<std::string>(), after));
+      } else {
+        const json& p0 = scan["found"][0];
+        f.failed.push_back(fmt::format(
+            "still running on this host {:.1f} s after {}: pid {} '{}'{}",
+            scan["waited_seconds"].get<double>(), after, p0["pid"].get<long>(),
+            p0["cmdline"].get<std::string>().substr(0, 120),
+            scan["found"].size() > 1 ? fmt::format(" and {} more", scan["found"].size() - 1) : ""));
+      }
+    }
+  }
+  std::vector<std::string> backends = p["backend_in"];
+  if (!backends.empty() && f.failed.empty()) {
+    const json* b = AnswerPath(a.extra, "backend");
+    if (!b || !b->is_string()) {
+      v.evidence["held"] = f.held;
+      return {Outcome::kSkip,
+              fmt::format("{}; but the target does not report which backend ran the command (the "
+                          "exec answer has no 'backend'), so the choice cannot be judged",
+                          Join(f.held, "; ")),
+              v.evidence};
+    }
+    std::string got = *b;
+    if (std::find(backends.begin(), backends.end(), got) == backends.end()) {
+      f.failed.push_back(
+          fmt::format("it ran on backend '{}' (expected {})", got, Join(backends, " or ")));
+    } else {
+      f.held.push_back(fmt::format("it ran on backend '{}'", got));
+    }
+  }
+  v.evidence["held"] = f.held;
+  v.evidence["failed"] = f.failed;
+  if (!f.failed.empty()) return {Outcome::kFail, Join(f.failed, "; "), v.evidence};
+  return {Outcome::kPass, Join(f.held, "; "), v.evidence};
+}
+
+}  // namespace sandcheck::eval

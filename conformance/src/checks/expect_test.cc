@@ -1,0 +1,450 @@
+// The `expect` kind (scenarios isolation, limits, failure, backends): loading its parameters
+// strictly, and judging fabricated evidence — every condition must be able to fail.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "checks/checks.h"
+#include "host/host_scan.h"
+#include "scenario/catalog.h"
+#include "scenario/coverage_notes.h"
+#include "scenario/scenario.h"
+
+namespace sandcheck {
+namespace {
+
+using nlohmann::json;
+
+// A one-task scenario whose check is `expect` with `params` (and the task's extra fields).
+std::string Doc(const json& params, const json& task_extra = json::object(),
+                const std::string& command = "true") {
+  json task = {{"id", "t"},
+               {"command", command},
+               {"check",
+                {{"id", "x/t"},
+                 {"requirements", {"FS-1"}},
+                 {"level", "MUST"},
+                 {"kind", "expect"},
+                 {"params", params}}}};
+  task.update(task_extra);
+  json doc = {{"format", 1}, {"name", "x"}, {"sandbox", json::object()}, {"tasks", {task}}};
+  return doc.dump();
+}
+
+sbx::StatusOr<Scenario> Load(const json& params, const json& task_extra = json::object(),
+                             const std::string& command = "true") {
+  return LoadScenario(Doc(params, task_extra, command), "test", {}, nullptr);
+}
+
+std::string LoadError(const json& params, const json& task_extra = json::object(),
+                      const std::string& command = "true") {
+  auto s = Load(params, task_extra, command);
+  return s.ok() ? "" : s.status().message();
+}
+
+TEST(ExpectParams, DefaultsAreFilledAndListsAcceptAString) {
+  auto s = Load({{"stdout_contains", "a"}, {"json", {{"/n", {{"max", 3}}}}}});
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const json& p = s->tasks[0].check->params;
+  EXPECT_EQ(p["status"], json({"ok"}));
+  EXPECT_EQ(p["stdout_contains"], json({"a"}));
+  EXPECT_TRUE(p["exit"].is_null());
+  EXPECT_EQ(p["max_seconds"], 0.0);
+  EXPECT_TRUE(p["then"].is_null());
+  // With any_of, the status is left to the alternatives.
+  auto a = Load({{"any_of", {{{"status", "timeout"}}, {{"status", "ok"}}}}});
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->tasks[0].check->params["status"], json::array());
+}
+
+TEST(ExpectParams, BadParamsAreRefusedWithTheirPath) {
+  EXPECT_NE(LoadError({{"status", "crashed"}}).find("status: 'crashed'"), std::string::npos);
+  EXPECT_NE(LoadError({{"exit", 0}, {"exit_nonzero", true}}).find("not both"), std::string::npos);
+  EXPECT_NE(LoadError({{"stdout_matches", "("}}).find("not a valid regex"), std::string::npos);
+  EXPECT_NE(LoadError({{"json", {{"no-slash", 1}}}}).find("JSON pointer"), std::string::npos);
+  EXPECT_NE(LoadError({{"json", {{"/a", {{"least", 1}}}}}}).find("min"), std::string::npos);
+  EXPECT_NE(LoadError({{"stdout_contians", "x"}}).find("unknown key 'stdout_contians'"),
+            std::string::npos);
+  EXPECT_NE(LoadError({{"then", {{"exit", 0}}}}).find("command"), std::string::npos);
+  EXPECT_NE(LoadError({{"any_of", {{{"status", "ok"}}}}}).find("at least two"), std::string::npos);
+  EXPECT_NE(LoadError({{"any_of", {{{"then", {{"command", "x"}}}}, {{"status", "ok"}}}}})
+                .find("unknown key 'then'"),
+            std::string::npos);
+  EXPECT_NE(LoadError({{"host_absent", {{"process", "short"}}}}).find("8 characters"),
+            std::string::npos);
+  // Keys that need a sandbox of the task's own, or a revert.
+  EXPECT_NE(LoadError({{"may_refuse", true}}).find("sandbox of its own"), std::string::npos);
+  EXPECT_EQ(LoadError({{"may_refuse", true}}, {{"sandbox", json::object()}}), "");
+  EXPECT_NE(LoadError({{"host_absent", {{"process", "sleep 1234567"}, {"after", "destroy"}}}})
+                .find("'destroy' needs"),
+            std::string::npos);
+  EXPECT_NE(
+      LoadError({{"then", {{"command", "echo ok"}, {"after_revert", true}}}}, {{"revert", false}})
+          .find("does not revert"),
+      std::string::npos);
+}
+
+TEST(ExpectParams, TaskSandboxInheritsAndOverrides) {
+  std::string text = R"({"format":1,"name":"x",
+    "sandbox":{"limits":{"pids":10},"services":{"m.example":"mirror"},"env":{"A":"1"}},
+    "tasks":[{"id":"t","command":"true","sandbox":{"limits":{"fds":5},"trust":"untrusted",
+              "secrets":{"S":"v"}}}]})";
+  auto s = LoadScenario(text, "test", {}, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const SandboxTemplate& sb = *s->tasks[0].sandbox;
+  EXPECT_EQ(sb.limits, json({{"fds", 5}}));          // replaced as a whole
+  EXPECT_EQ(sb.services.at("m.example"), "mirror");  // inherited
+  EXPECT_EQ(sb.env.at("A"), "1");
+  EXPECT_EQ(sb.trust, "untrusted");
+  EXPECT_EQ(sb.secrets.at("S"), "v");
+  auto bad = LoadScenario(R"({"format":1,"name":"x","sandbox":{},
+    "tasks":[{"id":"t","command":"true","sandbox":{"trust":"maybe"}}]})",
+                          "test", {}, nullptr);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("trust"), std::string::npos);
+}
+
+TEST(ExpectParams, HarnessValuesAreLeftForTheRunAndRecorded) {
+  auto s = Load({{"output_not_contains", "{{harness.canary_content}}"}}, json::object(),
+                "cat {{harness.canary_tmp}}");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->tasks[0].command, "cat {{harness.canary_tmp}}");
+  EXPECT_EQ(s->tasks[0].harness_values, (std::set<std::string>{"canary_content", "canary_tmp"}));
+  EXPECT_NE(LoadError(json::object(), json::object(), "cat {{harness.nope}}")
+                .find("unknown harness value 'harness.nope'"),
+            std::string::npos);
+  json j = {{"a {{harness.token}}", "{{harness.token}}-{{harness.missing}}"}};
+  SubstituteHarness(j, {{"token", "T"}});
+  EXPECT_EQ(j, json({{"a T", "T-{{harness.missing}}"}}));
+}
+
+// Judges fabricated evidence of the one task.
+class ExpectJudge : public ::testing::Test {
+ protected:
+  std::pair<std::string, std::string> Judge(const json& params, ExecAnswer a,
+                                            const std::function<void(TaskRecord&)>& more = {}) {
+    auto s = Load(
+        params, params.contains("may_refuse") ? json{{"sandbox", json::object()}} : json::object());
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    scenario_ = std::move(*s);
+    ScenarioRun run;
+    run.scenario = &scenario_;
+    run.harness = {{"token", "T0K"}};
+    TaskRecord r;
+    r.spec = &scenario_.tasks[0];
+    r.ran = true;
+    r.task.emplace();
+    r.task->is_exec = true;
+    r.task->phase = "task";
+    r.task->wall_seconds = 0.5;
+    r.task->answer = std::move(a);
+    if (more) more(r);
+    run.tasks.push_back(std::move(r));
+    JudgeScenario(run, info_);
+    evidence_ = run.checks[0].evidence;
+    return {OutcomeName(run.checks[0].raw), run.checks[0].reason};
+  }
+
+  static ExecAnswer Out(const std::string& out, const std::string& err = "", int exit = 0,
+                        const std::string& status = "ok") {
+    ExecAnswer a;
+    a.status = status;
+    a.exit_code = exit;
+    a.stdout_text = out;
+    a.stderr_text = err;
+    return a;
+  }
+
+  Scenario scenario_;
+  TargetInfo info_;
+  json evidence_;
+};
+
+TEST_F(ExpectJudge, EveryConditionCanPassAndFail) {
+  struct Case {
+    json params;
+    ExecAnswer good, bad;
+  };
+  std::vector<Case> cases = {
+      {{{"status", "timeout"}}, Out("", "", 137, "timeout"), Out("")},
+      {{{"status", {"ok", "tool_error"}}}, Out("", "", 1, "tool_error"), Out("", "", 0, "timeout")},
+      {{{"state", "CRASHED"}},
+       [] {
+         auto a = Out("");
+         a.state = "CRASHED";
+         return a;
+       }(),
+       Out("")},
+      {{{"exit", 139}}, Out("", "", 139), Out("", "", 0)},
+      {{{"exit_nonzero", true}}, Out("", "", 127), Out("", "", 0)},
+      {{{"stdout_contains", {"a", "b"}}}, Out("a b"), Out("a")},
+      {{{"stdout_not_contains", "secret"}}, Out("public"), Out("a secret")},
+      {{{"stderr_contains", "oops"}}, Out("", "oops"), Out("oops", "")},
+      {{{"output_not_contains", "{{harness.token}}"}}, Out("x", "y"), Out("x", "T0K")},
+      {{{"stdout_equals", "ok"}}, Out("ok\n"), Out("ok ok\n")},
+      {{{"stdout_matches", "^0\\n"}}, Out("0\nx"), Out("10\n")},
+      {{{"stdout_not_matches", "(^|\\n)/"}}, Out("A=/x\n"), Out("A=1\n/run/s\n")},
+      {{{"output_matches", "not found"}}, Out("", "sh: x: not found"), Out("", "other")},
+      {{{"output_not_matches", "T0K|secret"}}, Out("fine"), Out("", "secret")},
+      {{{"json", {{"/n", 3}, {"/w/~1usr", false}}}},
+       Out("noise\n{\"n\":3,\"w\":{\"/usr\":false}}\n"),
+       Out("{\"n\":3,\"w\":{\"/usr\":true}}\n")},
+      {{{"json", {{"/n", {{"min", 1}, {"max", 10}}}}}}, Out("{\"n\":10}"), Out("{\"n\":11}")},
+      {{{"json", {{"/n", 1}}}}, Out("{\"n\":1.0}"), Out("no json here {\"n\":1}")},
+      {{{"max_seconds", 1.0}}, Out(""), Out("")},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto& c = cases[i];
+    EXPECT_EQ(Judge(c.params, c.good).first, "pass") << i << " " << c.params.dump();
+    auto slow = [&](TaskRecord& r) {
+      if (c.params.contains("max_seconds")) r.task->wall_seconds = 1.5;
+    };
+    auto bad = Judge(c.params, c.bad, slow);
+    EXPECT_EQ(bad.first, "fail") << i << " " << c.params.dump();
+    EXPECT_FALSE(bad.second.empty());
+  }
+}
+
+TEST_F(ExpectJudge, AnyOfPassesWhenOneAlternativeHolds) {
+  json p = {{"any_of",
+             {{{"status", "resource_exceeded"}},
+              {{"status", "ok"}, {"json", {{"/peak_procs", {{"max", 128}}}}}}}}};
+  EXPECT_EQ(Judge(p, Out("", "", -1, "resource_exceeded")).first, "pass");
+  EXPECT_EQ(Judge(p, Out("{\"peak_procs\":128}")).first, "pass");
+  auto r = Judge(p, Out("{\"peak_procs\":400}"));
+  EXPECT_EQ(r.first, "fail");
+  EXPECT_NE(r.second.find("none of the alternatives"), std::string::npos);
+  EXPECT_NE(r.second.find("/peak_procs is 400"), std::string::npos);
+}
+
+// RES-4: the figure comes from the target's own usage report (its cgroup) where it gives one,
+// else from the command's own count; either can fail the check.
+TEST_F(ExpectJudge, FigurePrefersTheTargetsUsageReport) {
+  json p = {{"figure", {{"usage", "pids_peak"}, {"json", "/peak_procs"}, {"max", 128}}}};
+  ExecAnswer held = Out("{\"peak_procs\":150}");  // the command's count overshoots ...
+  held.extra["usage"] = {{"pids_peak", 64}};      // ... the cgroup held at 64
+  auto r = Judge(p, held);
+  EXPECT_EQ(r.first, "pass") << r.second;
+  EXPECT_NE(r.second.find("usage report"), std::string::npos);
+  ExecAnswer over = Out("{\"peak_procs\":100}");
+  over.extra["usage"] = {{"pids_peak", 256}};  // a pids limit above the one asked for
+  EXPECT_EQ(Judge(p, over).first, "fail");
+  // No usage (or -1: not known): the command's own count decides.
+  EXPECT_EQ(Judge(p, Out("{\"peak_procs\":128}")).first, "pass");
+  ExecAnswer unknown = Out("{\"peak_procs\":400}");
+  unknown.extra["usage"] = {{"pids_peak", -1}};
+  EXPECT_EQ(Judge(p, unknown).first, "fail");
+  auto none = Judge(p, Out("no json"));
+  EXPECT_EQ(none.first, "fail");
+  EXPECT_NE(none.second.find("no pids_peak to judge"), std::string::npos);
+  EXPECT_NE(LoadError({{"figure", {{"usage", "pids_peak"}}}}).find("min and/or max"),
+            std::string::npos);
+  EXPECT_NE(LoadError({{"figure", {{"max", 1}}}}).find("usage, json and/or last_match"),
+            std::string::npos);
+}
+
+TEST_F(ExpectJudge, FigureFromTheLastProgressLine) {
+  // A quota must bite at the size asked for: the writer's last progress line says how far it
+  // got before it was stopped (a quota twice too large lets it get twice as far).
+  json p = {{"figure", {{"last_match", "progress (\\d+) MiB"}, {"min", 16}, {"max", 34}}}};
+  auto at = Judge(p, Out("progress 1 MiB\nprogress 2 MiB\nprogress 31 MiB\n"));
+  EXPECT_EQ(at.first, "pass") << at.second;
+  EXPECT_NE(at.second.find("31"), std::string::npos);
+  auto doubled = Judge(p, Out("progress 1 MiB\nprogress 63 MiB\n"));
+  EXPECT_EQ(doubled.first, "fail");
+  EXPECT_NE(doubled.second.find("63"), std::string::npos);
+  EXPECT_EQ(Judge(p, Out("progress 8 MiB\n")).first, "fail");  // a quota half the size
+  auto none = Judge(p, Out("wrote 0 MiB\n"));
+  EXPECT_EQ(none.first, "fail");
+  EXPECT_NE(none.second.find("line matching"), std::string::npos);
+  // The target's usage report still comes first where the figure names one.
+  json q = {{"figure",
+             {{"usage", "disk_peak_bytes"}, {"last_match", "progress (\\d+) MiB"}, {"max", 34}}}};
+  ExecAnswer reported = Out("progress 60 MiB\n");
+  reported.extra["usage"] = {{"disk_peak_bytes", 30}};
+  EXPECT_EQ(Judge(q, reported).first, "pass");
+  EXPECT_NE(LoadError({{"figure", {{"last_match", "progress \\d+"}, {"max", 1}}}})
+                .find("exactly one group"),
+            std::string::npos);
+  EXPECT_NE(LoadError({{"figure", {{"last_match", "(x"}, {"max", 1}}}}).find("not a valid regex"),
+            std::string::npos);
+  EXPECT_NE(LoadError({{"figure", {{"json", "/a"}, {"last_match", "(\\d+)"}, {"max", 1}}}})
+                .find("not both"),
+            std::string::npos);
+}
+
+TEST_F(ExpectJudge, ThenIsJudgedAndMustHaveRun) {
+  json p = {{"then", {{"command", "ps"}, {"stdout_not_contains", "sleep 1"}}}};
+  auto with_then = [](const std::string& out) {
+    return [out](TaskRecord& r) {
+      r.then.emplace();
+      r.then->command = "ps";
+      r.then->is_exec = true;
+      r.then->answer = Out(out);
+    };
+  };
+  EXPECT_EQ(Judge(p, Out(""), with_then("PID COMMAND\n")).first, "pass");
+  EXPECT_EQ(evidence_["then"]["command"], "ps");
+  auto bad = Judge(p, Out(""), with_then("2 sleep 1\n"));
+  EXPECT_EQ(bad.first, "fail");
+  EXPECT_NE(bad.second.find("next, 'ps'"), std::string::npos);
+  EXPECT_EQ(Judge(p, Out("")).first, "fail");  // not run
+}
+
+TEST_F(ExpectJudge, HostScansFailWhenSomethingIsLeft) {
+  json p = {{"host_absent", {{"process", "sleep 1234567"}}}};
+  auto scan = [](json found) {
+    return [found](TaskRecord& r) {
+      r.host_scans.push_back({{"process", "sleep 1234567"},
+                              {"found", found},
+                              {"waited_seconds", 2.0},
+                              {"after", "task"}});
+    };
+  };
+  EXPECT_EQ(Judge(p, Out(""), scan(json::array())).first, "pass");
+  auto bad = Judge(p, Out(""), scan({{{"pid", 42}, {"cmdline", "sleep 1234567"}}}));
+  EXPECT_EQ(bad.first, "fail");
+  EXPECT_NE(bad.second.find("pid 42"), std::string::npos);
+  // A target elsewhere: the scan is not done, and the check says so.
+  auto remote = Judge(p, Out(""), [](TaskRecord& r) { r.host_note = "not scanned: elsewhere"; });
+  EXPECT_EQ(remote.first, "pass");
+  EXPECT_NE(remote.second.find("not scanned"), std::string::npos);
+}
+
+TEST_F(ExpectJudge, BackendIsJudgedWhenReportedAndSkippedOtherwise) {
+  json p = {{"backend_in", {"gvisor", "microvm"}}};
+  ExecAnswer on_gvisor = Out(""), on_native = Out("");
+  on_gvisor.extra["backend"] = "gvisor";
+  on_native.extra["backend"] = "native";
+  EXPECT_EQ(Judge(p, on_gvisor).first, "pass");
+  EXPECT_EQ(Judge(p, on_native).first, "fail");
+  auto unknown = Judge(p, Out(""));
+  EXPECT_EQ(unknown.first, "skip");
+  EXPECT_NE(unknown.second.find("does not report which backend"), std::string::npos);
+  // Other failures are still failures, reported backend or not.
+  EXPECT_EQ(Judge(p, Out("", "", 1)).first, "skip");  // exit is not checked by default
+  EXPECT_EQ(Judge({{"backend_in", {"gvisor"}}, {"exit", 0}}, Out("", "", 1)).first, "fail");
+}
+
+TEST_F(ExpectJudge, ARefusalPassesOnlyWhereAllowed) {
+  json p = {{"may_refuse", true}, {"backend_in", {"gvisor"}}};
+  auto refused = Judge(p, Out(""), [](TaskRecord& r) {
+    r.task.reset();
+    r.create_refused = "sandbox_unavailable: untrusted code needs gvisor or microvm";
+  });
+  EXPECT_EQ(refused.first, "pass");
+  EXPECT_NE(refused.second.find("refused"), std::string::npos);
+}
+
+TEST_F(ExpectJudge, AnswerHasLooksIntoExtraKeys) {
+  json p = {{"answer_has", {"stages.execute", "stages.cleanup"}}};
+  ExecAnswer a = Out("");
+  a.extra["stages"] = {{"execute", 0.1}, {"cleanup", 0.0}};
+  EXPECT_EQ(Judge(p, a).first, "pass");
+  // -1 is "not measured": the key is there, the figure is not (a check that passed on it could
+  // not fail for any target that always writes every key).
+  a.extra["stages"]["cleanup"] = -1;
+  auto unmeasured = Judge(p, a);
+  EXPECT_EQ(unmeasured.first, "fail");
+  EXPECT_NE(unmeasured.second.find("'stages.cleanup' as -1 (not measured)"), std::string::npos)
+      << unmeasured.second;
+  a.extra["stages"].erase("cleanup");
+  auto bad = Judge(p, a);
+  EXPECT_EQ(bad.first, "fail");
+  EXPECT_NE(bad.second.find("'stages.cleanup'"), std::string::npos);
+  // A stage longer than the whole call (milliseconds sent as seconds) is not a measurement.
+  json q = {{"answer_has", {"stages.execute"}}};
+  ExecAnswer ms = Out("");
+  ms.extra["stages"] = {{"execute", 310.0}};
+  auto longer = Judge(q, ms);
+  EXPECT_EQ(longer.first, "fail");
+  EXPECT_NE(longer.second.find("longer than the whole call"), std::string::npos) << longer.second;
+}
+
+TEST_F(ExpectJudge, AnswerMinCatchesMadeUpFigures) {
+  json p = {{"answer_min", {{"stages.execute", 0.25}}}};
+  ExecAnswer a = Out("");
+  a.extra["stages"] = {{"execute", 0.31}};
+  auto ok = Judge(p, a);
+  EXPECT_EQ(ok.first, "pass") << ok.second;
+  a.extra["stages"]["execute"] = 0.0;  // a runtime that reports zeros for a command that slept
+  auto zero = Judge(p, a);
+  EXPECT_EQ(zero.first, "fail");
+  EXPECT_NE(zero.second.find("'stages.execute' is 0, less than 0.25"), std::string::npos)
+      << zero.second;
+  a.extra.erase("stages");
+  EXPECT_NE(Judge(p, a).second.find("no number at 'stages.execute'"), std::string::npos);
+  EXPECT_NE(LoadError({{"answer_min", {{"stages.execute", "fast"}}}}).find("expected a number"),
+            std::string::npos);
+}
+
+TEST(HostScan, MatchesWholeWordsOnly) {
+  EXPECT_TRUE(CmdlineHolds("sleep 1234567", "sleep 1234567"));
+  EXPECT_TRUE(CmdlineHolds("/bin/sleep 1234567", "sleep 1234567"));
+  EXPECT_TRUE(CmdlineHolds("sh -c setsid sleep 1234567 & while", "sleep 1234567"));
+  EXPECT_FALSE(CmdlineHolds("sleep 12345677", "sleep 1234567"));
+  EXPECT_FALSE(CmdlineHolds("nosleep 1234567", "sleep 1234567"));
+  EXPECT_FALSE(CmdlineHolds("", "sleep 1234567"));
+}
+
+TEST(HostScan, FindsARealProcessAndSeesItGo) {
+  std::string secs = std::to_string(3000000 + ::getpid() % 1000);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execlp("sleep", "sleep", secs.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // exec takes a moment: scan until the process shows (up to 30 s, not a number of scans).
+  json found = ScanHostProcesses("sleep " + secs, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (found["found"].empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    found = ScanHostProcesses("sleep " + secs, 0);
+  }
+  ASSERT_EQ(found["found"].size(), 1u) << found.dump();
+  EXPECT_EQ(found["found"][0]["pid"], pid);
+  ::kill(pid, SIGKILL);
+  int st;
+  ::waitpid(pid, &st, 0);
+  EXPECT_TRUE(ScanHostProcesses("sleep " + secs, 1)["found"].empty());
+}
+
+TEST(CoverageNotes, BuiltInNotesParseAndAgreeWithTheChecks) {
+  auto notes = BuiltinCoverageNotes();
+  ASSERT_TRUE(notes.ok()) << notes.status().message();
+  auto scenarios = LoadScenarios(BuiltinScenarioNames(), {});
+  ASSERT_TRUE(scenarios.ok()) << scenarios.status().message();
+  std::set<std::string> checked;
+  for (const auto& s : *scenarios) {
+    for (const CheckSpec* c : s.AllChecks())
+      checked.insert(c->requirements.begin(), c->requirements.end());
+  }
+  for (const CoverageNote& n : *notes) {
+    // A partial note is about what the checks do not reach; a full note stands in for checks
+    // that do not exist. Either way round would misstate the coverage.
+    EXPECT_EQ(n.partial, checked.count(n.id) > 0) << n.id;
+  }
+}
+
+TEST(CoverageNotes, StrictParsing) {
+  EXPECT_TRUE(
+      ParseCoverageNotes(R"({"notes":{"FS-1":{"how":"a","why_not_black_box":"b"}}})", "t").ok());
+  for (const char* bad : {
+           R"({"notes":{"XX-1":{"how":"a","why_not_black_box":"b"}}})",
+           R"({"notes":{"FS-1":{"how":"","why_not_black_box":"b"}}})",
+           R"({"notes":{"FS-1":{"how":"a"}}})",
+           R"({"notes":{"FS-1":{"how":"a","why_not_black_box":"b","extra":1}}})",
+           R"({"notez":{}})",
+       }) {
+    EXPECT_FALSE(ParseCoverageNotes(bad, "t").ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace sandcheck

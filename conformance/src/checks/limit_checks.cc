@@ -1,0 +1,260 @@
+// The limit checks: CPU throttled at the requested quota, a memory breach at the requested
+// limit, a plain exit 0 (SCN-5, SCN-6, RES-*).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <regex>
+
+#include "checks/checks.h"
+#include "checks/evidence.h"
+#include "checks/verdict.h"
+#include "common/json_strict.h"
+#include "common/stats.h"
+
+namespace sandcheck::eval {
+
+using nlohmann::json;
+
+Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
+  const ExecAnswer& a = t.task->answer;
+  double min_ratio = p["min_ratio"];
+  double max_ratio = p["max_ratio"];
+  Verdict v;
+  std::vector<double> calib;
+  std::optional<double> calib_cpu;  // CPU seconds of the fastest calibration run (usage report)
+  double best = 1e300;
+  json runs = json::array();
+  for (const Step& s : t.calibration) {
+    runs.push_back(ExecEvidence(s));
+    if (s.answer.status != "ok" || s.answer.exit_code != 0) continue;
+    calib.push_back(s.wall_seconds);
+    if (s.wall_seconds < best) {
+      best = s.wall_seconds;
+      calib_cpu = UsageOf(s.answer, "cpu_seconds");
+    }
+  }
+  v.evidence["calibration"] = runs;
+  v.evidence["calibration_millicores"] = p["calibration_millicores"];
+  v.evidence["requested_millicores"] = millicores;
+  auto inside = ParseCpuTool(a.stdout_text);
+  if (inside) {
+    // Recorded to show what the sandbox believes; never used for the verdict (SCN-5).
+    v.evidence["inside_sandbox"] = {{"wall_seconds", inside->wall_seconds},
+                                    {"cpu_seconds", inside->cpu_seconds},
+                                    {"threads", inside->threads},
+                                    {"note", "reported inside; not used for the verdict"}};
+  }
+  t.refused = false;
+  if (a.status != "ok" || a.exit_code != 0) {
+    t.got = Told(a);
+    t.refused = true;
+    return {Outcome::kFail,
+            fmt::format("the fixed work did not complete under the limit: {}", Told(a)),
+            v.evidence};
+  }
+  if (calib.empty()) {
+    t.got = fmt::format("{:.2f} s of wall time", t.task->wall_seconds);
+    return {Outcome::kFail, "the unthrottled calibration run did not complete", v.evidence};
+  }
+  double base = *std::min_element(calib.begin(), calib.end());
+  double wall = t.task->wall_seconds;
+  double ratio = base > 0 ? wall / base : 0;
+  // With the target's usage report the throttled wall time is also set against the CPU time
+  // the work needed unthrottled (host cgroup accounting, never the in-sandbox reading): a busy
+  // neighbour slows the unthrottled run's wall clock, not its CPU seconds.
+  std::optional<double> vs_cpu;
+  if (calib_cpu && *calib_cpu > 0) vs_cpu = wall / *calib_cpu;
+  std::optional<double> share, throttled_cpu = UsageOf(a, "cpu_seconds");
+  if (throttled_cpu && wall > 0) share = *throttled_cpu / wall;
+  v.evidence["throttled_wall_seconds"] = wall;
+  v.evidence["unthrottled_wall_seconds"] = base;
+  v.evidence["ratio"] = ratio;
+  v.evidence["min_ratio"] = min_ratio;
+  v.evidence["max_ratio"] = max_ratio;
+  if (vs_cpu) {
+    v.evidence["unthrottled_cpu_seconds"] = *calib_cpu;
+    v.evidence["ratio_vs_cpu"] = *vs_cpu;
+  }
+  if (share) v.evidence["throttled_host_share"] = *share;
+  t.got = fmt::format("{:.2f} s of wall time ({:.1f}x unthrottled)", wall, ratio);
+  std::string story = fmt::format(
+      "fixed work took {:.3f} s under the limit and {:.3f} s without it: {:.2f}x (harness wall "
+      "clock){}",
+      wall, base, ratio,
+      vs_cpu ? fmt::format(", {:.2f}x the {:.3f} CPU seconds it needed unthrottled (the "
+                           "target's usage report)",
+                           *vs_cpu, *calib_cpu)
+             : "");
+  std::vector<std::string> bad;
+  // The cap bites: either measure shows the slowdown (the CPU-time one survives a busy host).
+  double low = vs_cpu ? std::max(ratio, *vs_cpu) : ratio;
+  if (low < min_ratio) bad.push_back(fmt::format("a hard cap needs >= {:.2f}x", min_ratio));
+  // ... at the requested quota, not a lower one: the exact measure where there is one.
+  double high = vs_cpu ? *vs_cpu : ratio;
+  if (max_ratio > 0 && high > max_ratio) {
+    bad.push_back(fmt::format(
+        "{:.2f}x is more than {:.2f}x: the work was held to less CPU than the {} millicores asked "
+        "for (a cap below the requested one)",
+        high, max_ratio, millicores));
+  }
+  // ... and never above it: the capped run's host CPU share (cgroup CPU seconds / wall).
+  if (share && millicores > 0) {
+    double cap = static_cast<double>(millicores) / 1000.0;
+    if (*share > cap * 1.15 + 0.02) {
+      bad.push_back(
+          fmt::format("it got {:.2f} of a CPU (the target's usage report) under a {:.2f} CPU cap",
+                      *share, cap));
+    }
+  }
+  if (bad.empty()) return {Outcome::kPass, story, v.evidence};
+  return {Outcome::kFail, fmt::format("{}; {}", story, Join(bad, "; ")), v.evidence};
+}
+
+Verdict ResourceExceeded(TaskRecord& t, const json& p, int64_t limit_bytes) {
+  const ExecAnswer& a = t.task->answer;
+  Verdict v;
+  bool ended = a.status == "resource_exceeded" || a.state == "CRASHED";
+  t.refused = a.status != "ok" || a.state != "RUNNING" || a.exit_code != 0;
+  t.got = ended ? fmt::format("{}, {}", a.status, a.state) : Told(a);
+  if (t.recover) v.evidence["recover"] = ExecEvidence(*t.recover);
+  v.evidence["limit_bytes"] = limit_bytes;
+  if (!ended) {
+    HogProgress hog = ParseHogProgress(a.stdout_text);
+    std::string marker = p["survivor_marker"];
+    bool ran_on = !marker.empty() && a.stdout_text.find(marker) != std::string::npos;
+    std::string why = hog.done
+                          ? "the allocation completed (no memory limit?)"
+                          : fmt::format(
+                                "the breach was not reported (status must be resource_exceeded or "
+                                "state CRASHED){}",
+                                ran_on ? ", and the shell ran on after the hog died" : "");
+    return {Outcome::kFail,
+            fmt::format("{}: status {}, state {}, exit {}{}", why, a.status, a.state, a.exit_code,
+                        hog.done || hog.last_mib < 0
+                            ? ""
+                            : fmt::format(" (the hog's last progress line: {} MiB)", hog.last_mib)),
+            v.evidence};
+  }
+  std::vector<std::string> held, bad;
+  held.push_back(fmt::format("ended as {} / {}", a.status, a.state));
+  // RES-8: the breach ends the SANDBOX, not one process of it: the shell must not go on.
+  std::string marker = p["survivor_marker"];
+  if (!marker.empty()) {
+    if (a.stdout_text.find(marker) != std::string::npos) {
+      bad.push_back(fmt::format(
+          "the shell went on after the hog was killed (stdout holds \"{}\"): the sandbox was "
+          "not ended, one process was",
+          marker));
+    } else {
+      held.push_back("nothing ran on after the breach");
+    }
+  }
+  // The kill came at the REQUESTED limit, as far as the output and the usage report show.
+  if (limit_bytes > 0) {
+    const double limit_mib = static_cast<double>(limit_bytes) / (1024.0 * 1024.0);
+    HogProgress hog = ParseHogProgress(a.stdout_text);
+    v.evidence["hog_last_progress_mib"] = hog.last_mib;
+    if (hog.done) {
+      bad.push_back("the hog printed that it finished its allocation");
+    } else if (hog.last_mib >= 0) {
+      double floor = p["progress_floor"].get<double>() * limit_mib;
+      if (static_cast<double>(hog.last_mib) >= limit_mib) {
+        bad.push_back(fmt::format(
+            "the hog got to {} MiB before the kill, past the {} limit asked for (the limit "
+            "applied is another one)",
+            hog.last_mib, Mib(static_cast<double>(limit_bytes))));
+      } else if (static_cast<double>(hog.last_mib) < floor) {
+        bad.push_back(fmt::format(
+            "the hog was killed after only {} MiB, far below the {} limit asked for (under {:.0f} "
+            "MiB: the limit applied is a lower one)",
+            hog.last_mib, Mib(static_cast<double>(limit_bytes)), floor));
+      } else {
+        held.push_back(fmt::format("the hog's last progress line was {} MiB, below the {} limit",
+                                   hog.last_mib, Mib(static_cast<double>(limit_bytes))));
+      }
+    }
+    if (auto peak = UsageOf(a, "memory_peak_bytes"); peak && *peak > 0) {
+      double slack = p["peak_slack"];
+      double lim = static_cast<double>(limit_bytes);
+      v.evidence["reported_peak_bytes"] = *peak;
+      if (*peak > lim * (1 + slack) || *peak < lim * (1 - 2 * slack)) {
+        bad.push_back(fmt::format(
+            "the target reports a peak of {} where the limit asked for is {} (the kill did not "
+            "come at the requested limit)",
+            Mib(*peak), Mib(lim)));
+      } else {
+        held.push_back(fmt::format("the reported peak {} is the limit", Mib(*peak)));
+      }
+    }
+  }
+  std::string want = p["recover_stdout"];
+  std::string after = t.revert ? "after the revert" : "without a revert (the target offers none)";
+  if (!t.recover) {
+    bad.push_back("the recovery command was not run");
+  } else {
+    const ExecAnswer& r = t.recover->answer;
+    if (r.status != "ok" || r.exit_code != 0 || Trimmed(r.stdout_text) != want) {
+      bad.push_back(fmt::format("{} '{}' failed: {}", after, t.recover->command, Told(r)));
+    } else {
+      held.push_back(fmt::format("{} '{}' printed \"{}\"", after, t.recover->command, want));
+    }
+  }
+  // The bracket: just below the limit completes, just above it is ended.
+  json bracket = json::array();
+  for (const Step& s : t.bracket) {
+    bracket.push_back(
+        s.is_exec ? ExecEvidence(s)
+                  : json{{"phase", s.phase}, {"wall_seconds", s.wall_seconds}, {"error", s.error}});
+    if (!s.is_exec) continue;
+    const ExecAnswer& r = s.answer;
+    if (s.phase == "bracket-under") {
+      std::string done = p["under_stdout"];
+      if (r.status != "ok" || r.exit_code != 0 ||
+          (!done.empty() && r.stdout_text.find(done) == std::string::npos)) {
+        bad.push_back(
+            fmt::format("'{}', below the limit, did not complete ({}): the limit applied "
+                        "is lower than the one asked for",
+                        s.command, Told(r)));
+      } else {
+        held.push_back(fmt::format("'{}' (below the limit) completed", s.command));
+      }
+    } else if (s.phase == "bracket-over") {
+      if (r.status == "resource_exceeded" || r.state == "CRASHED") {
+        held.push_back(fmt::format("'{}' (just above the limit) was ended too", s.command));
+      } else {
+        bad.push_back(
+            fmt::format("'{}', just above the limit, was not ended ({}): the limit "
+                        "applied is higher than the one asked for",
+                        s.command, Told(r)));
+      }
+    }
+  }
+  bool wanted_bracket = !p["under_command"].get<std::string>().empty() ||
+                        !p["over_command"].get<std::string>().empty();
+  if (wanted_bracket) {
+    v.evidence["bracket"] = bracket;
+    if (t.bracket.empty() && t.recover && t.recover->answer.status == "ok") {
+      bad.push_back(t.revert ? "the allocations below and above the limit were not run"
+                             : "the allocations below and above the limit need a revert");
+    }
+  }
+  v.evidence["held"] = held;
+  v.evidence["failed"] = bad;
+  if (!bad.empty()) return {Outcome::kFail, Join(bad, "; "), v.evidence};
+  return {Outcome::kPass, Join(held, "; "), v.evidence};
+}
+
+Verdict ExitOk(TaskRecord& t, const json& p) {
+  const ExecAnswer& a = t.task->answer;
+  std::string want = p["stdout_contains"];
+  t.got = Told(a);
+  t.refused = a.status != "ok" || a.exit_code != 0;
+  if (t.refused) return Fail(fmt::format("expected exit 0: {}", Told(a)));
+  if (!want.empty() && a.stdout_text.find(want) == std::string::npos) {
+    return Fail(fmt::format("stdout lacks \"{}\"", want));
+  }
+  return Pass("exit 0");
+}
+
+}  // namespace sandcheck::eval

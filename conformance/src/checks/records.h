@@ -1,0 +1,100 @@
+// What a run collected: one Step per call to the target (a line of the live log), grouped per
+// task; and the verdicts (CheckResult). The runner fills these; the checks judge them; the
+// report writes them to report.json.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "drivers/target.h"
+#include "scenario/scenario.h"
+
+namespace sandcheck {
+
+// One call to the target: a line of the log ("label phase state http seconds result").
+struct Step {
+  std::string phase;    // create | task | revert | clean-check | recover | calibrate | destroy
+  std::string command;  // exec steps
+  bool is_exec = false;
+  ExecAnswer answer;        // exec steps
+  OpAnswer op;              // revert/destroy
+  double wall_seconds = 0;  // measured by the harness around the call
+  double started_unix = 0;
+  std::string error;  // the call failed (infrastructure); the scenario stops
+  nlohmann::json ToJson() const;
+};
+
+struct TaskRecord {
+  const TaskSpec* spec = nullptr;
+  bool ran = false;
+  std::string skip_reason;  // why the task did not run (missing feature, earlier error)
+  std::optional<Step> task, revert, clean_check, recover;
+  std::vector<Step> calibration;      // cpu_throttled: the same work without the limit
+  std::vector<Step> calibration_ops;  // create/destroy of the calibration sandbox
+  std::string calibration_sandbox;
+  std::optional<int64_t> files_after;
+  // A task with a sandbox of its own (TaskSpec::sandbox): its create request (secrets
+  // redacted), id, the create/destroy calls, and the refusal when the check allows one.
+  nlohmann::json own_request;
+  std::string own_sandbox;
+  std::optional<Step> own_create, own_destroy;
+  std::string create_refused;  // why the target refused to create it (may_refuse)
+  // kind `expect`: the follow-up command, and the harness's scans of its own host's processes.
+  std::optional<Step> then;
+  // A follow-up after the revert that ended the scenario's shared sandbox: reverted again
+  // (phase then-revert), so the next task does not start in a sandbox another check broke.
+  std::optional<Step> then_revert;
+  nlohmann::json host_scans = nlohmann::json::array();
+  std::string host_note;     // why a scan was not done (a target elsewhere)
+  nlohmann::json gateway;    // decisions seen for this task (array), or null if not offered
+  std::string gateway_note;  // why there is no gateway evidence
+  // SNAP-2, LC-10 (after_each_task.canaries): `sbx-canary plant TOKEN` before the revert and
+  // `sbx-canary check TOKEN PORT` after it; canary_note says why none were planted.
+  std::optional<Step> plant, canary_check;
+  std::string canary_token, canary_note;
+  // kind resource_exceeded: after the recovery, the allocation below the limit, the one above
+  // it, and the revert after that (phases bracket-under, bracket-over, bracket-revert).
+  std::vector<Step> bracket;
+  // Filled by the check: the figure's WHAT IT GETS column, and whether the command was refused
+  // or failed (the figure marks those rows).
+  std::string got;
+  bool refused = false;
+};
+
+// kFlaky: `sandcheck run --repeat N` saw the check's outcome change between runs.
+enum class Outcome { kPass, kFail, kSkip, kXfail, kXpass, kError, kFlaky };
+const char* OutcomeName(Outcome o);
+std::optional<Outcome> ParseOutcome(const std::string& s);
+
+struct CheckResult {
+  const CheckSpec* spec = nullptr;
+  Outcome raw = Outcome::kSkip;      // the verdict on the evidence alone
+  Outcome outcome = Outcome::kSkip;  // after expectations and profile
+  std::string reason;
+  nlohmann::json evidence = nlohmann::json::object();
+  std::string expected_outcome, expected_reason;  // from the expectations file ("" = none)
+  bool blocking = false;                          // counts against the run (exit 1)
+  double seconds = 0;                             // wall time of the calls it judged
+  // --repeat N (N > 1): how often each raw outcome occurred, and each run's outcome and reason.
+  std::map<std::string, int> repeat_counts;
+  nlohmann::json repeat_runs = nlohmann::json::array();
+};
+
+struct ScenarioRun {
+  const Scenario* scenario = nullptr;
+  nlohmann::json create_request;
+  std::string sandbox_id;
+  std::optional<Step> create, destroy;
+  std::vector<TaskRecord> tasks;
+  std::vector<CheckResult> checks;
+  std::string skip_reason;                     // the whole scenario could not run on this target
+  std::string abort_error;                     // an infrastructure failure stopped the scenario
+  std::string fatal_error;                     // the target or environment failed before it started
+  std::map<std::string, std::string> harness;  // {{harness.NAME}} values of this run
+  double started_unix = 0, seconds = 0;
+};
+
+}  // namespace sandcheck

@@ -1,0 +1,165 @@
+// The revert checks: the canaries planted before a revert, and the revert's cost (SCN-7,
+// SNAP-2, LC-10).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <regex>
+
+#include "checks/checks.h"
+#include "checks/evidence.h"
+#include "checks/verdict.h"
+#include "common/json_strict.h"
+#include "common/stats.h"
+
+namespace sandcheck::eval {
+
+using nlohmann::json;
+
+namespace {
+
+// SNAP-2, LC-10: what the canaries planted before a task's revert say about it: "" if the
+// revert erased everything planted (or nothing was planted, with the reason in `note`), else
+// the problem. `e` receives the evidence.
+std::string CanaryFindings(const TaskRecord& t, json* e, std::string* note) {
+  if (!t.canary_note.empty()) {
+    *note = t.canary_note;
+    return "";
+  }
+  if (!t.plant) return "";  // the scenario plants none
+  (*e)["plant"] = ExecEvidence(*t.plant);
+  const ExecAnswer& pa = t.plant->answer;
+  auto planted = ParseCanaryPlant(pa.stdout_text);
+  if ((pa.status == "sandbox_unavailable" || pa.state == "CRASHED") && t.spec->check &&
+      t.spec->check->kind == "resource_exceeded") {
+    // The task's own breach ended the sandbox although its answer did not say so: that answer
+    // is the memory check's to judge; there was nothing left to plant canaries in.
+    *note = fmt::format("none planted: the sandbox had ended after the task ('{}': {})",
+                        t.plant->command, Told(pa));
+    return "";
+  }
+  if (pa.status != "ok" || !planted) {
+    return fmt::format("the canaries could not be planted before the revert ('{}': {}){}",
+                       t.plant->command, Told(pa),
+                       pa.exit_code == 127
+                           ? "; the target's image needs the fixture tool sbx-canary "
+                             "(docs/images.md)"
+                           : "");
+  }
+  (*e)["planted"] = planted->planted;
+  (*e)["not_planted"] = planted->not_planted;
+  if (planted->planted.empty()) {
+    *note = "nothing could be planted (read-only everywhere)";
+    return "";
+  }
+  if (!t.canary_check) return "the canaries were planted but not checked after the revert";
+  (*e)["canary_check"] = ExecEvidence(*t.canary_check);
+  const ExecAnswer& ca = t.canary_check->answer;
+  auto checked = ParseCanaryCheck(ca.stdout_text);
+  if (ca.status != "ok" || !checked) {
+    return fmt::format("the canary check after the revert failed ({})", Told(ca));
+  }
+  std::vector<std::string> survived;
+  for (const auto& k : checked->survivors) {
+    if (std::find(planted->planted.begin(), planted->planted.end(), k) != planted->planted.end())
+      survived.push_back(k);
+  }
+  (*e)["survivors"] = survived;
+  if (survived.empty()) return "";
+  return fmt::format("{} of {} canaries survived ({})", survived.size(), planted->planted.size(),
+                     Join(survived, ", "));
+}
+
+}  // namespace
+
+Verdict CleanAfterRevert(ScenarioRun& run, const json& p) {
+  int64_t want = p["expect_files"];
+  Verdict v;
+  json per = json::array();
+  std::vector<std::pair<std::vector<std::string>, std::string>> bad;  // tasks → finding
+  int checked = 0, canaries = 0;
+  for (const TaskRecord& t : run.tasks) {
+    if (!t.ran || !t.revert) continue;
+    ++checked;
+    json e = {{"task", t.spec->id},
+              {"files_after", t.files_after ? json(*t.files_after) : json(nullptr)}};
+    if (t.clean_check) e["clean_check"] = ExecEvidence(*t.clean_check);
+    std::vector<std::string> wrong;
+    if (!t.files_after) {
+      wrong.push_back(fmt::format("the file count failed ({})",
+                                  t.clean_check ? Told(t.clean_check->answer) : "not run"));
+    } else if (*t.files_after != want) {
+      wrong.push_back(
+          fmt::format("{} file{} in /work", *t.files_after, *t.files_after == 1 ? "" : "s"));
+    }
+    std::string note;
+    json ce = json::object();
+    std::string canary = CanaryFindings(t, &ce, &note);
+    if (t.plant || !t.canary_note.empty()) {
+      if (!note.empty()) ce["note"] = note;
+      e["canaries"] = ce;
+      if (t.plant && note.empty()) ++canaries;
+    }
+    if (!canary.empty()) wrong.push_back(canary);
+    per.push_back(e);
+    if (!wrong.empty()) {
+      // Tasks with the same finding are named together.
+      std::string finding = Join(wrong, "; ");
+      auto same =
+          std::find_if(bad.begin(), bad.end(), [&](const auto& b) { return b.second == finding; });
+      if (same == bad.end())
+        bad.push_back({{t.spec->id}, finding});
+      else
+        same->first.push_back(t.spec->id);
+    }
+  }
+  v.evidence["after_each_task"] = per;
+  if (checked == 0) return {Outcome::kSkip, "no task ran with a revert", v.evidence};
+  if (!bad.empty()) {
+    std::vector<std::string> parts;
+    for (const auto& [tasks, finding] : bad) {
+      parts.push_back(fmt::format("after '{}': {}", Join(tasks, "', '"), finding));
+    }
+    return {Outcome::kFail, fmt::format("not clean after revert: {}", Join(parts, "; ")),
+            v.evidence};
+  }
+  return {Outcome::kPass,
+          fmt::format("{} files in /work after each of {} reverts{}", want, checked,
+                      canaries ? fmt::format("; every canary planted before {} of them (hidden "
+                                             "files, /tmp, $HOME, outside /work, a process, a "
+                                             "listening socket) was gone after",
+                                             canaries)
+                               : ""),
+          v.evidence};
+}
+
+Verdict RevertMeasured(ScenarioRun& run) {
+  std::vector<double> reported, wall, first;
+  int reverts = 0;
+  for (const TaskRecord& t : run.tasks) {
+    if (!t.revert) continue;
+    ++reverts;
+    wall.push_back(t.revert->wall_seconds);
+    if (t.revert->op.seconds >= 0) reported.push_back(t.revert->op.seconds);
+    if (t.clean_check) first.push_back(t.clean_check->wall_seconds);
+  }
+  Verdict v;
+  v.evidence["revert_wall_seconds"] = StatsJson(wall);
+  v.evidence["revert_reported_seconds"] = StatsJson(reported);
+  v.evidence["first_request_after_revert_seconds"] = StatsJson(first);
+  if (reverts == 0) return {Outcome::kSkip, "no revert ran", v.evidence};
+  if (static_cast<int>(reported.size()) != reverts) {
+    return {Outcome::kFail,
+            fmt::format("the target reported its own time for {} of {} reverts", reported.size(),
+                        reverts),
+            v.evidence};
+  }
+  Stats w = ComputeStats(wall);
+  return {Outcome::kPass,
+          fmt::format(
+              "{} reverts: p50 {:.4f} s, max {:.4f} s (harness); first request after: p50 {:.4f} s",
+              reverts, w.p50, w.max, ComputeStats(first).p50),
+          v.evidence};
+}
+
+}  // namespace sandcheck::eval

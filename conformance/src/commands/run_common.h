@@ -1,0 +1,37 @@
+// commands/ (internal): what the runs of sandcheck share (`run` with its scenarios, nfr and
+// load; `reproduce`): the target from the command line, the report directory, and the end — the
+// report written in every format, reports/runs/latest, and the summary on stdout.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "commands/cli.h"
+#include "drivers/target.h"
+#include "sbx/status.h"
+
+namespace sandcheck {
+
+// --target (default "reference"), --token (default $SANDCHECK_TOKEN), --adapter-timeout (seconds,
+// > 0 and <= 3600, default 30) and the tools next to the binary. kInvalidArgument names the
+// option.
+sbx::StatusOr<TargetOptions> TargetOptionsFromArgs(const ParsedArgs& a);
+
+// --out, or reports/runs/<run_id> (then *default_out), created. kInvalidArgument if it cannot be.
+sbx::StatusOr<std::string> ReportDir(const ParsedArgs& a, const std::string& run_id,
+                                     bool* default_out);
+
+// Writes report.json and the formats rendered from it (render.h) into `out_dir`; with
+// `default_out`, points reports/runs/latest at `run_id`. Returns kExitPass, or kExitTarget
+// (after saying why on stderr) when a file cannot be written.
+int WriteRunReports(const nlohmann::json& report, const std::string& out_dir, bool tap,
+                    bool default_out, const std::string& run_id);
+
+// "verdict: pass (exit 0): N checks: ..." and then every check (`only_failed`: every check that
+// did not pass), one line each — the summary of the nfr and load runs.
+void PrintVerdictAndChecks(const nlohmann::json& report, bool only_failed);
+
+// The errors of the run, then the paths of the reports written.
+void PrintErrorsAndReports(const nlohmann::json& report, const std::string& out_dir, bool tap);
+
+}  // namespace sandcheck

@@ -1,0 +1,226 @@
+// HttpDriver: a sandboxd-compatible Execution API (docs/execution-api.md), over TCP or a unix
+// socket, authenticated with `Authorization: Bearer TOKEN` (--token or $SANDCHECK_TOKEN).
+// The bodies are the objects of adapter protocol v1:
+//   GET /v1/info · POST /v1/sandboxes · POST /v1/sandboxes/{id}/exec · POST .../revert ·
+//   DELETE /v1/sandboxes/{id} · GET /v1/sandboxes/{id}/gateway-log (feature "egress.log") ·
+//   POST .../suspend and .../resume (`sandcheck reproduce suspend`) · POST /v1/run (one-shot
+//   through the daemon's warm pools: NFR-1 warm-start-pooled)
+// An exec answer is accepted with any HTTP status when its body is an exec object (an API may
+// answer a crashed sandbox with 503 and a body); every other non-2xx answer is a target failure.
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "drivers/http_client.h"
+#include "drivers/target.h"
+
+namespace sandcheck {
+namespace {
+
+using nlohmann::json;
+
+class HttpDriver final : public Target {
+ public:
+  HttpDriver(std::string spec, HttpEndpoint ep, TargetOptions options)
+      : spec_(std::move(spec)), ep_(std::move(ep)), options_(std::move(options)) {}
+
+  std::string Kind() const override { return "http"; }
+  std::string Spec() const override { return spec_; }
+
+  sbx::StatusOr<std::unique_ptr<Target>> ForThread() override {
+    return std::unique_ptr<Target>(new HttpDriver(spec_, ep_, options_));
+  }
+
+  sbx::StatusOr<TargetInfo> Info() override {
+    ASSIGN_OR_RETURN(Answer a, Call("GET", "/v1/info", std::nullopt, 0));
+    RETURN_IF_ERROR(Require2xx("info", a));
+    auto info = ParseInfo(a.body);
+    if (!info.ok()) return Fail("GET /v1/info", info.status().message());
+    features_ = info->features;
+    return info;
+  }
+
+  sbx::StatusOr<std::string> Create(const json& request) override {
+    ASSIGN_OR_RETURN(Answer a, Call("POST", "/v1/sandboxes", request, 0));
+    RETURN_IF_ERROR(Require2xx("create", a));
+    for (const char* key : {"sandbox", "id"}) {
+      if (a.body.contains(key) && a.body[key].is_string() &&
+          !a.body[key].get<std::string>().empty()) {
+        return a.body[key].get<std::string>();
+      }
+    }
+    return Fail("POST /v1/sandboxes",
+                "answer lacks \"sandbox\" (a non-empty string): " + a.body.dump());
+  }
+
+  sbx::StatusOr<ExecAnswer> Exec(const std::string& sandbox, const std::string& cmd,
+                                 double timeout_s) override {
+    json body = {{"sandbox", sandbox}, {"cmd", cmd}, {"timeout_s", timeout_s}};
+    ASSIGN_OR_RETURN(Answer a,
+                     Call("POST", fmt::format("/v1/sandboxes/{}/exec", sandbox), body, timeout_s));
+    if (a.status / 100 != 2 &&
+        !(a.body.is_object() && a.body.contains("status") && a.body.contains("exit"))) {
+      RETURN_IF_ERROR(Require2xx("exec", a));
+    }
+    auto e = ParseExecAnswer(a.body);
+    if (!e.ok()) return Fail("POST .../exec", e.status().message());
+    e->http_status = a.status;
+    return e;
+  }
+
+  sbx::StatusOr<OpAnswer> Revert(const std::string& sandbox) override {
+    ASSIGN_OR_RETURN(
+        Answer a, Call("POST", fmt::format("/v1/sandboxes/{}/revert", sandbox), json::object(), 0));
+    return Op("revert", a);
+  }
+
+  sbx::StatusOr<OpAnswer> Destroy(const std::string& sandbox) override {
+    ASSIGN_OR_RETURN(Answer a,
+                     Call("DELETE", fmt::format("/v1/sandboxes/{}", sandbox), std::nullopt, 0));
+    return Op("destroy", a);
+  }
+
+  // POOL-2 over the Execution API: POST /v1/run (the create keys plus cmd and timeout_s);
+  // sandboxd serves it from its warm pools (docs/warm-pool.md).
+  sbx::StatusOr<ExecAnswer> RunPooled(const json& request, const std::string& cmd,
+                                      double timeout_s) override {
+    json body = request;
+    body["cmd"] = cmd;
+    body["timeout_s"] = timeout_s;
+    ASSIGN_OR_RETURN(Answer a, Call("POST", "/v1/run", body, timeout_s));
+    if (a.status == 404 || a.status == 405 || a.status == 501)
+      return sbx::Unsupported(fmt::format("the endpoint has no one-shot run (HTTP {})", a.status));
+    if (a.status == 429 || a.status == 503) {
+      // A bound of the target ("not now", Retry-After): no sandbox ran. An answer, not a
+      // failure of the driver: the caller decides whether to come back.
+      ExecAnswer e;
+      e.status = "sandbox_unavailable";
+      e.state = "CRASHED";
+      e.http_status = a.status;
+      if (a.body.is_object() && a.body.contains("error") && a.body["error"].is_object())
+        e.extra["error"] = a.body["error"];
+      e.extra["retry_after_s"] = a.retry_after_s;
+      return e;
+    }
+    RETURN_IF_ERROR(Require2xx("run", a));
+    // A one-shot sandbox is destroyed after its command by design: that is not a crash.
+    if (a.body.is_object() && a.body.value("state", "") == "DESTROYED") {
+      a.body["one_shot_state"] = "DESTROYED";
+      a.body["state"] = "RUNNING";
+    }
+    auto e = ParseExecAnswer(a.body);
+    if (!e.ok()) return Fail("POST /v1/run", e.status().message());
+    e->http_status = a.status;
+    return e;
+  }
+
+  sbx::StatusOr<OpAnswer> Suspend(const std::string& sandbox) override {
+    ASSIGN_OR_RETURN(Answer a, Call("POST", fmt::format("/v1/sandboxes/{}/suspend", sandbox),
+                                    json::object(), 0));
+    if (a.status == 405 || a.status == 501)
+      return sbx::Unsupported(fmt::format("the endpoint has no suspend (HTTP {})", a.status));
+    return Op("suspend", a);
+  }
+
+  sbx::StatusOr<OpAnswer> Resume(const std::string& sandbox) override {
+    ASSIGN_OR_RETURN(
+        Answer a, Call("POST", fmt::format("/v1/sandboxes/{}/resume", sandbox), json::object(), 0));
+    if (a.status == 405 || a.status == 501)
+      return sbx::Unsupported(fmt::format("the endpoint has no resume (HTTP {})", a.status));
+    return Op("resume", a);
+  }
+
+  sbx::StatusOr<json> GatewayLog(const std::string& sandbox) override {
+    if (std::find(features_.begin(), features_.end(), "egress.log") == features_.end()) {
+      return sbx::Unsupported("the endpoint does not offer egress.log");
+    }
+    ASSIGN_OR_RETURN(Answer a, Call("GET", fmt::format("/v1/sandboxes/{}/gateway-log", sandbox),
+                                    std::nullopt, 0));
+    if (a.status == 404) return sbx::Unsupported("no gateway-log endpoint (404)");
+    RETURN_IF_ERROR(Require2xx("gateway-log", a));
+    if (!a.body.contains("decisions") || !a.body["decisions"].is_array()) {
+      return Fail("GET .../gateway-log", "answer lacks \"decisions\" (an array)");
+    }
+    return a.body["decisions"];
+  }
+
+ private:
+  struct Answer {
+    int status = 0;
+    json body;
+    std::string text;
+    double retry_after_s = -1;  // Retry-After in seconds (-1: none)
+  };
+
+  sbx::Status Fail(const std::string& what, const std::string& message) const {
+    return sbx::Internal(fmt::format("{} {}: {}", ep_.ToString(), what, message));
+  }
+
+  sbx::Status Require2xx(const char* op, const Answer& a) const {
+    if (a.status / 100 == 2) return sbx::Status::Ok();
+    std::string detail = a.text.substr(0, 300);
+    if (a.status == 401) {
+      return sbx::Status(sbx::Code::kUnauthenticated,
+                         fmt::format("{} {}: 401: the endpoint refused the token (give --token or "
+                                     "SANDCHECK_TOKEN): {}",
+                                     ep_.ToString(), op, detail));
+    }
+    return Fail(op, fmt::format("HTTP {}: {}", a.status, detail));
+  }
+
+  sbx::StatusOr<OpAnswer> Op(const char* op, const Answer& a) {
+    RETURN_IF_ERROR(Require2xx(op, a));
+    auto r = ParseOpAnswer(a.body.is_object() ? a.body : json::object());
+    if (!r.ok()) return Fail(op, r.status().message());
+    r->http_status = a.status;
+    return r;
+  }
+
+  sbx::StatusOr<Answer> Call(const std::string& method, const std::string& path,
+                             const std::optional<json>& body, double extra_s) {
+    HttpRequest req;
+    req.method = method;
+    req.path = path;
+    req.headers["Accept"] = "application/json";
+    if (!options_.token.empty()) req.headers["Authorization"] = "Bearer " + options_.token;
+    if (body) {
+      req.headers["Content-Type"] = "application/json";
+      req.body = body->dump();
+    }
+    auto r = HttpCall(ep_, req, options_.call_timeout_s + extra_s);
+    if (!r.ok()) return r.status();
+    Answer a;
+    a.status = r->status;
+    a.text = r->body;
+    if (auto it = r->headers.find("retry-after"); it != r->headers.end()) {
+      char* end = nullptr;
+      double v = std::strtod(it->second.c_str(), &end);
+      if (end != it->second.c_str() && *end == '\0' && v >= 0 && v <= 3600) a.retry_after_s = v;
+    }
+    a.body = r->body.empty() ? json::object()
+                             : json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+    if (a.body.is_discarded()) {
+      if (a.status / 100 == 2) {
+        return Fail(method + " " + path,
+                    "the body is not JSON: \"" + r->body.substr(0, 200) + "\"");
+      }
+      a.body = json::object();
+    }
+    return a;
+  }
+
+  std::string spec_;
+  HttpEndpoint ep_;
+  TargetOptions options_;
+  std::vector<std::string> features_;
+};
+
+}  // namespace
+
+sbx::StatusOr<std::unique_ptr<Target>> MakeHttpTarget(const std::string& spec,
+                                                      const TargetOptions& options) {
+  ASSIGN_OR_RETURN(HttpEndpoint ep, ParseEndpoint(spec));
+  return std::unique_ptr<Target>(new HttpDriver(spec, std::move(ep), options));
+}
+
+}  // namespace sandcheck

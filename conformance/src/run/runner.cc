@@ -1,0 +1,453 @@
+#include "run/runner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "checks/checks.h"
+#include "checks/evidence.h"
+#include "common/json_strict.h"
+#include "common/subprocess.h"
+#include "host/host_scan.h"
+
+namespace sandcheck {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double NowUnix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+json BuildCreateRequest(const SandboxTemplate& sb, const RunnerOptions& options) {
+  json r = {{"template", sb.template_name}, {"limits", sb.limits}, {"egress", sb.egress}};
+  if (!sb.backend.empty()) {
+    r["backend"] = sb.backend;
+  } else if (!options.backend.empty()) {
+    r["backend"] = options.backend;
+  }
+  for (const auto& [key, value] :
+       {std::pair{"trust", &sb.trust}, {"tenant", &sb.tenant}, {"tool", &sb.tool}}) {
+    if (!value->empty()) r[key] = *value;
+  }
+  if (!sb.env.empty()) r["env"] = sb.env;
+  if (!sb.secrets.empty()) r["secrets"] = sb.secrets;
+  json hosts = json::object();
+  for (const auto& [name, fixture] : sb.services) {
+    auto it = options.fixtures.find(fixture);
+    if (it != options.fixtures.end()) hosts[name] = it->second;
+  }
+  if (!hosts.empty()) r["hosts"] = hosts;
+  return r;
+}
+
+json BuildCreateRequest(const Scenario& s, const RunnerOptions& options) {
+  return BuildCreateRequest(s.sandbox, options);
+}
+
+json RedactSecrets(json request) {
+  if (request.contains("secrets") && request["secrets"].is_object()) {
+    for (auto& [k, v] : request["secrets"].items()) v = "<redacted>";
+  }
+  return request;
+}
+
+bool Runner::CreateStep(ScenarioRun& run, const std::string& label, const std::string& phase,
+                        const json& request, Step* out, std::string* id, bool abort_on_failure) {
+  out->phase = phase;
+  out->started_unix = NowUnix();
+  auto t0 = Clock::now();
+  auto r = target_.Create(request);
+  out->wall_seconds = Since(t0);
+  if (!r.ok()) {
+    out->error = r.status().ToString();
+    if (abort_on_failure)
+      run.abort_error = fmt::format("{} failed: {}", phase, r.status().ToString());
+  } else {
+    *id = *r;
+    out->answer.stdout_text = *r;
+  }
+  log_.StepLine(label, *out);
+  return r.ok();
+}
+
+bool Runner::ExecStep(ScenarioRun& run, const std::string& label, const std::string& phase,
+                      const std::string& sandbox, const std::string& cmd, double timeout_s,
+                      Step* out) {
+  out->phase = phase;
+  out->is_exec = true;
+  out->command = cmd;
+  out->started_unix = NowUnix();
+  auto t0 = Clock::now();
+  auto r = target_.Exec(sandbox, cmd, timeout_s);
+  out->wall_seconds = Since(t0);
+  if (!r.ok()) {
+    out->error = r.status().ToString();
+    run.abort_error = fmt::format("{} of '{}' failed: {}", phase, label, r.status().ToString());
+  } else {
+    out->answer = std::move(*r);
+  }
+  log_.StepLine(label, *out);
+  return r.ok();
+}
+
+bool Runner::OpStep(ScenarioRun& run, const std::string& label, const std::string& phase,
+                    const std::string& sandbox, bool revert, Step* out) {
+  out->phase = phase;
+  out->started_unix = NowUnix();
+  auto t0 = Clock::now();
+  auto r = revert ? target_.Revert(sandbox) : target_.Destroy(sandbox);
+  out->wall_seconds = Since(t0);
+  if (!r.ok()) {
+    out->error = r.status().ToString();
+    if (run.abort_error.empty()) {
+      run.abort_error =
+          fmt::format("{} after '{}' failed: {}", phase, label, r.status().ToString());
+    }
+  } else {
+    out->op = *r;
+  }
+  log_.StepLine(label, *out);
+  return r.ok();
+}
+
+bool Runner::Calibrate(ScenarioRun& run, TaskRecord& rec, const json& request) {
+  const CheckSpec& c = *rec.spec->check;
+  json req = request;
+  int64_t mc = c.params["calibration_millicores"];
+  if (mc > 0) {
+    req["limits"]["cpu_millicores"] = mc;
+  } else {
+    req["limits"].erase("cpu_millicores");
+  }
+  req["egress"] = {{"rules", json::array()}};  // the work needs no network
+  req.erase("hosts");
+  Step create;
+  std::string id;
+  bool created = CreateStep(run, rec.spec->label, "calibrate-create", req, &create, &id);
+  rec.calibration_ops.push_back(create);
+  if (!created) return false;
+  rec.calibration_sandbox = id;
+  bool ok = true;
+  int64_t runs = c.params["calibration_runs"];
+  std::string command = SubstituteHarness(rec.spec->command, run.harness);
+  for (int64_t i = 0; i < runs && ok; ++i) {
+    log_.Progress(
+        fmt::format("{}: calibration {}/{} (no CPU limit)", rec.spec->label, i + 1, runs));
+    Step s;
+    ok = ExecStep(run, rec.spec->label, "calibrate", id, command, rec.spec->timeout_s, &s);
+    rec.calibration.push_back(std::move(s));
+  }
+  Step destroy;
+  bool destroyed = OpStep(run, rec.spec->label, "calibrate-destroy", id, false, &destroy);
+  rec.calibration_ops.push_back(destroy);
+  return ok && destroyed;
+}
+
+std::string Runner::CannotRun(const TaskSpec& t) const {
+  if (t.sandbox && !t.sandbox->backend.empty() && !info_.backends.empty() &&
+      std::find(info_.backends.begin(), info_.backends.end(), t.sandbox->backend) ==
+          info_.backends.end()) {
+    return fmt::format("not run: the target does not offer backend '{}' (it offers: {})",
+                       t.sandbox->backend, Join(info_.backends, ", "));
+  }
+  for (const auto& name : t.harness_values) {
+    const HarnessValueSpec* spec = FindHarnessValue(name);
+    if (spec && spec->local_only && !options_.target_local) {
+      return fmt::format(
+          "not run: it uses {{{{harness.{}}}}} ({}), which means something only for a target "
+          "whose sandboxes run on the harness's own host; this target is elsewhere",
+          name, spec->description);
+    }
+    if (!options_.harness.count(name)) {
+      return fmt::format("not run: this run has no {{{{harness.{}}}}}{}", name,
+                         name == "mirror_addr" ? " (no mirror fixture: --mirror none)" : "");
+    }
+  }
+  if (t.check && t.check->kind == "expect" && t.check->params["host_absent"].is_object() &&
+      t.check->params["host_absent"]["required"].get<bool>() && !options_.target_local) {
+    return "not run: the check looks at the harness's own host's processes, and this target's "
+           "sandboxes run elsewhere";
+  }
+  return "";
+}
+
+void Runner::HostScan(TaskRecord& rec, const std::string& after) {
+  if (!rec.spec->check || rec.spec->check->kind != "expect") return;
+  json h = rec.spec->check->params["host_absent"];
+  if (!h.is_object() || h["after"] != after) return;
+  if (!options_.target_local) {
+    rec.host_note = "no scan of the host's processes: the target's sandboxes run elsewhere";
+    return;
+  }
+  SubstituteHarness(h, options_.harness);
+  log_.Progress(fmt::format("{}: looking for '{}' on this host", rec.spec->label,
+                            h["process"].get<std::string>()));
+  json scan = ScanHostProcesses(h["process"], h["wait_s"]);
+  scan["after"] = after;
+  rec.host_scans.push_back(scan);
+}
+
+bool Runner::ThenStep(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox) {
+  const json& then = rec.spec->check->params["then"];
+  rec.then.emplace();
+  std::string cmd = SubstituteHarness(then["command"].get<std::string>(), run.harness);
+  return ExecStep(run, rec.spec->label, "then", sandbox, cmd, then["timeout_s"], &*rec.then);
+}
+
+bool Runner::PlantCanaries(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox) {
+  if (rec.task && rec.task->answer.state == "CRASHED") {  // after the task (not canaries_before)
+    rec.canary_note = "none planted: the task ended the sandbox";
+    return true;
+  }
+  std::random_device rd;
+  rec.canary_token = fmt::format("{:08x}{:04x}", rd(), rd() & 0xffff);
+  rec.plant.emplace();
+  return ExecStep(run, rec.spec->label, "plant", sandbox, "sbx-canary plant " + rec.canary_token,
+                  run.scenario->after_each.timeout_s, &*rec.plant);
+}
+
+bool Runner::CheckCanaries(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox) {
+  if (!rec.plant) return true;
+  const ExecAnswer& a = rec.plant->answer;
+  auto planted = ParseCanaryPlant(a.stdout_text);
+  if (!planted || planted->planted.empty()) return true;  // judged from the plant step alone
+  rec.canary_check.emplace();
+  return ExecStep(run, rec.spec->label, "canary-check", sandbox,
+                  fmt::format("sbx-canary check {} {}", rec.canary_token, planted->port),
+                  run.scenario->after_each.timeout_s, &*rec.canary_check);
+}
+
+bool Runner::Bracket(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox) {
+  const json& p = rec.spec->check->params;
+  const double timeout = rec.spec->timeout_s;
+  for (const auto& [key, phase] :
+       {std::pair{"under_command", "bracket-under"}, std::pair{"over_command", "bracket-over"}}) {
+    std::string cmd = p[key];
+    if (cmd.empty()) continue;
+    log_.Progress(fmt::format("{}: {}", rec.spec->label, phase));
+    Step s;
+    bool ok = ExecStep(run, rec.spec->label, phase, sandbox, cmd, timeout, &s);
+    rec.bracket.push_back(std::move(s));
+    if (!ok) return false;
+  }
+  // Leave the sandbox as the task's revert did: clean and usable.
+  Step revert;
+  bool ok = OpStep(run, rec.spec->label, "bracket-revert", sandbox, true, &revert);
+  rec.bracket.push_back(std::move(revert));
+  return ok;
+}
+
+bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
+  const TaskSpec& t = *rec.spec;
+  if (t.check) {
+    std::vector<std::string> missing;
+    for (const auto& f : t.check->features) {
+      if (!info_.Has(f)) missing.push_back(f);
+    }
+    if (!missing.empty()) {
+      rec.skip_reason = fmt::format("not run: the target does not offer {}", Join(missing, ", "));
+    }
+  }
+  if (rec.skip_reason.empty()) rec.skip_reason = CannotRun(t);
+  if (!rec.skip_reason.empty()) {
+    Step skip;
+    skip.phase = "skip";
+    skip.error = rec.skip_reason;
+    log_.StepLine(t.label, skip);
+    return true;
+  }
+  rec.ran = true;
+  if (!t.sandbox) return RunTaskIn(run, rec, index, run.sandbox_id, scenario_request_);
+  // A sandbox of the task's own: fresh for it, destroyed after it whatever happened.
+  json request = BuildCreateRequest(*t.sandbox, options_);
+  SubstituteHarness(request, run.harness);
+  rec.own_request = RedactSecrets(request);
+  bool may_refuse = t.check && t.check->kind == "expect" && t.check->params["may_refuse"];
+  rec.own_create.emplace();
+  if (!CreateStep(run, t.label, "create", request, &*rec.own_create, &rec.own_sandbox,
+                  !may_refuse)) {
+    if (!may_refuse) return false;
+    rec.create_refused = rec.own_create->error;
+    return true;
+  }
+  bool ok = RunTaskIn(run, rec, index, rec.own_sandbox, request);
+  bool interrupted = Interrupted();
+  if (interrupted) ClearPendingInterrupt();  // still destroy it; a second signal stops that
+  rec.own_destroy.emplace();
+  bool destroyed = OpStep(run, t.label, "destroy", rec.own_sandbox, false, &*rec.own_destroy);
+  if (interrupted) {
+    if (run.abort_error.empty()) run.abort_error = "interrupted";
+    return false;
+  }
+  if (ok && destroyed) HostScan(rec, "destroy");
+  return ok && destroyed;
+}
+
+bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const std::string& sandbox,
+                       const json& request) {
+  const TaskSpec& t = *rec.spec;
+  const Scenario& s = *run.scenario;
+  auto progress = [&](const std::string& what) {
+    log_.Progress(fmt::format("[{}/{}] {}: {}", index + 1, s.tasks.size(), t.label, what));
+  };
+  if (t.check && t.check->kind == "cpu_throttled") {
+    progress("calibration");
+    if (!Calibrate(run, rec, request)) return false;
+  }
+  const AfterEachTask& after = s.after_each;
+  const bool reverts = t.revert.value_or(after.revert) && info_.Has("revert");
+  const bool plant_before = t.canaries_before && after.canaries && reverts;
+  if (plant_before) {
+    // The task will end its sandbox: plant now, while something can still run in it.
+    progress("plant canaries (before the task)");
+    if (!PlantCanaries(run, rec, sandbox)) return false;
+  }
+  progress("task");
+  rec.task.emplace();
+  if (!ExecStep(run, t.label, "task", sandbox, SubstituteHarness(t.command, run.harness),
+                t.timeout_s, &*rec.task))
+    return false;
+  if (info_.Has("egress.log")) {
+    auto log = target_.GatewayLog(sandbox);
+    if (log.ok()) {
+      // The log is cumulative per sandbox: keep what this task added (all of it if it was reset,
+      // or if the sandbox is the task's own).
+      size_t seen = t.sandbox ? 0 : gateway_seen_;
+      size_t from = log->size() >= seen ? seen : 0;
+      rec.gateway = json::array();
+      for (size_t i = from; i < log->size(); ++i) rec.gateway.push_back((*log)[i]);
+      if (!t.sandbox) gateway_seen_ = log->size();
+    } else if (log.status().code() == sbx::Code::kUnsupported) {
+      rec.gateway_note = log.status().message();
+    } else {
+      run.abort_error =
+          fmt::format("gateway log after '{}' failed: {}", t.label, log.status().ToString());
+      return false;
+    }
+  } else {
+    rec.gateway_note = "the target does not offer egress.log";
+  }
+  HostScan(rec, "task");
+  bool expect = t.check && t.check->kind == "expect";
+  const json* then =
+      expect && t.check->params["then"].is_object() ? &t.check->params["then"] : nullptr;
+  if (then && !(*then)["after_revert"].get<bool>()) {
+    progress("then");
+    if (!ThenStep(run, rec, sandbox)) return false;
+  }
+  if (reverts) {
+    if (after.canaries && !plant_before) {
+      progress("plant canaries");
+      if (!PlantCanaries(run, rec, sandbox)) return false;
+    }
+    progress("revert");
+    rec.revert.emplace();
+    if (!OpStep(run, t.label, "revert", sandbox, true, &*rec.revert)) return false;
+    if (!after.clean_check.empty()) {
+      progress("clean check");
+      rec.clean_check.emplace();
+      if (!ExecStep(run, t.label, "clean-check", sandbox, after.clean_check, after.timeout_s,
+                    &*rec.clean_check)) {
+        return false;
+      }
+      const ExecAnswer& a = rec.clean_check->answer;
+      if (a.status == "ok" && a.exit_code == 0) rec.files_after = ParseFileCount(a.stdout_text);
+    }
+    if (rec.plant) {
+      progress("canary check");
+      if (!CheckCanaries(run, rec, sandbox)) return false;
+    }
+  }
+  if (t.check && t.check->kind == "resource_exceeded") {
+    progress("recovery");
+    rec.recover.emplace();
+    std::string cmd = t.check->params["recover_command"];
+    if (!ExecStep(run, t.label, "recover", sandbox, cmd, after.timeout_s, &*rec.recover))
+      return false;
+    const json& p = t.check->params;
+    bool bracket = !p["under_command"].get<std::string>().empty() ||
+                   !p["over_command"].get<std::string>().empty();
+    if (bracket && rec.revert && rec.recover->answer.status == "ok") {
+      if (!Bracket(run, rec, sandbox)) return false;
+    }
+  }
+  if (then && (*then)["after_revert"].get<bool>() && rec.revert) {
+    progress("then");
+    if (!ThenStep(run, rec, sandbox)) return false;
+    if (!t.sandbox && rec.then->answer.state == "CRASHED") {
+      // The follow-up ended the shared sandbox (its check judges that): revert it, so the next
+      // task is not blamed for a sandbox it did not break.
+      progress("revert after the follow-up");
+      rec.then_revert.emplace();
+      if (!OpStep(run, t.label, "then-revert", sandbox, true, &*rec.then_revert)) return false;
+    }
+  }
+  return true;
+}
+
+ScenarioRun Runner::Run(const Scenario& s) {
+  ScenarioRun run;
+  run.scenario = &s;
+  run.started_unix = NowUnix();
+  auto t0 = Clock::now();
+  for (const auto& t : s.tasks) {
+    TaskRecord rec;
+    rec.spec = &t;
+    run.tasks.push_back(std::move(rec));
+  }
+  run.harness = options_.harness;
+  json request = CreateRequest(s);
+  SubstituteHarness(request, run.harness);
+  run.create_request = RedactSecrets(request);
+  gateway_seen_ = 0;
+  // The scenario's own sandbox is made only if a task runs in it.
+  bool shared = std::any_of(s.tasks.begin(), s.tasks.end(),
+                            [](const TaskSpec& t) { return !t.sandbox.has_value(); });
+  if (!options_.backend.empty() && !info_.backends.empty() &&
+      std::find(info_.backends.begin(), info_.backends.end(), options_.backend) ==
+          info_.backends.end()) {
+    run.skip_reason = fmt::format("the target does not offer backend '{}' (it offers: {})",
+                                  options_.backend, Join(info_.backends, ", "));
+    for (auto& t : run.tasks) t.skip_reason = run.skip_reason;
+  } else {
+    if (shared) run.create.emplace();
+    if (!shared || CreateStep(run, "sandbox", "create", request, &*run.create, &run.sandbox_id)) {
+      scenario_request_ = request;
+      for (size_t i = 0; i < run.tasks.size(); ++i) {
+        if (Interrupted()) {
+          run.abort_error = "interrupted";
+          break;
+        }
+        if (!RunTask(run, run.tasks[i], i)) break;
+      }
+      for (auto& t : run.tasks) {
+        if (!t.ran && t.skip_reason.empty()) t.skip_reason = "not run: " + run.abort_error;
+      }
+      if (Interrupted()) {
+        if (run.abort_error.empty()) run.abort_error = "interrupted";
+        ClearPendingInterrupt();  // still destroy the sandbox; a second signal stops that too
+      }
+      if (shared) {
+        run.destroy.emplace();
+        log_.Progress("destroy");
+        OpStep(run, "sandbox", "destroy", run.sandbox_id, false, &*run.destroy);
+      }
+    }
+  }
+  log_.ClearProgress();
+  JudgeScenario(run, info_);
+  run.seconds = Since(t0);
+  return run;
+}
+
+}  // namespace sandcheck

@@ -1,0 +1,95 @@
+// run/ — running things against a target: scenarios (this file), repeats (repeat.h), the NFR
+// and load runners, the live log, the mirror fixture. May include report/ and every folder
+// below.
+//
+// The runner replays a scenario against a target: create the sandbox, then for each task run the
+// command, fetch the gateway's decisions (when offered), revert, count the files in /work, and
+// (for the memory task) prove the sandbox usable again; then destroy it and judge the checks.
+// Every call is logged as it happens (live_log.h) and recorded (records.h).
+//
+// An infrastructure failure of the target (a non-OK call) stops the scenario: the sandbox is
+// still destroyed (best effort), the checks not yet judged become `error`, and the run exits 3.
+//
+// Thread-safety: one thread.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "checks/records.h"
+#include "drivers/target.h"
+#include "run/live_log.h"
+#include "scenario/scenario.h"
+
+namespace sandcheck {
+
+struct RunnerOptions {
+  std::string backend;                          // --backend ("" = the target's choice)
+  std::map<std::string, std::string> fixtures;  // fixture → "addr:port" ("mirror" → ...)
+  // {{harness.NAME}} values this run has (harness_values.h), and whether the target's sandboxes
+  // live on this host (else tasks using local-only values are skipped).
+  std::map<std::string, std::string> harness;
+  bool target_local = true;
+};
+
+// The protocol's create object for the scenario's sandbox: template, limits, egress, backend
+// (when asked) and hosts (the fixtures that serve the scenario's service names).
+nlohmann::json BuildCreateRequest(const Scenario& scenario, const RunnerOptions& options);
+// The same for any sandbox template (a task's own); trust, tenant, tool, env and secrets are
+// sent when set. The template's backend wins over --backend.
+nlohmann::json BuildCreateRequest(const SandboxTemplate& sandbox, const RunnerOptions& options);
+// A copy of a create request fit for a report: secret values replaced by "<redacted>".
+nlohmann::json RedactSecrets(nlohmann::json request);
+
+class Runner {
+ public:
+  Runner(Target& target, const TargetInfo& info, RunnerOptions options, LiveLog& log)
+      : target_(target), info_(info), options_(std::move(options)), log_(log) {}
+
+  ScenarioRun Run(const Scenario& scenario);
+
+  nlohmann::json CreateRequest(const Scenario& scenario) const {
+    return BuildCreateRequest(scenario, options_);
+  }
+
+ private:
+  // Runs one call, timing it and logging it under `label`. Returns false on infrastructure failure
+  // (recorded in run.abort_error).
+  bool ExecStep(ScenarioRun& run, const std::string& label, const std::string& phase,
+                const std::string& sandbox, const std::string& cmd, double timeout_s, Step* out);
+  bool OpStep(ScenarioRun& run, const std::string& label, const std::string& phase,
+              const std::string& sandbox, bool revert, Step* out);
+  // `abort_on_failure` false: a failed create is recorded in `out` only (a refusal the check
+  // allows), not as the scenario's abort_error.
+  bool CreateStep(ScenarioRun& run, const std::string& label, const std::string& phase,
+                  const nlohmann::json& request, Step* out, std::string* id,
+                  bool abort_on_failure = true);
+  bool RunTask(ScenarioRun& run, TaskRecord& rec, size_t index);
+  // The task's calls in `sandbox` (the scenario's or the task's own).
+  bool RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const std::string& sandbox,
+                 const nlohmann::json& request);
+  bool Calibrate(ScenarioRun& run, TaskRecord& rec, const nlohmann::json& request);
+  // Why the task cannot run here ("" = it can): a backend the target lacks, or a
+  // {{harness.NAME}} value this run does not have or cannot use against this target.
+  std::string CannotRun(const TaskSpec& task) const;
+  // kind `expect`: the follow-up command (then) and the host process scan (host_absent).
+  bool ThenStep(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);
+  // SNAP-2: canaries before the revert (unless the task ended the sandbox) and the check after.
+  bool PlantCanaries(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);
+  bool CheckCanaries(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);
+  // kind resource_exceeded: an allocation below the limit, one above it, a revert (the kill
+  // came at the requested limit, not at another one).
+  bool Bracket(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);
+  void HostScan(TaskRecord& rec, const std::string& after);
+
+  Target& target_;
+  const TargetInfo& info_;
+  RunnerOptions options_;
+  LiveLog& log_;
+  size_t gateway_seen_ = 0;
+  nlohmann::json
+      scenario_request_;  // the scenario sandbox's create request (not redacted)  // decisions of
+                          // the scenario's sandbox already attributed to a task
+};
+
+}  // namespace sandcheck

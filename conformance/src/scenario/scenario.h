@@ -1,0 +1,149 @@
+// scenario/ — scenarios as data: the model and its loader (this file), check kinds and harness
+// values (kinds.cc), the requirement catalogue (catalog.h), coverage notes, the latency-target
+// file (nfr_spec.h) and the data compiled in (embedded.h). May include host/ and common/.
+//
+// Scenarios as data (scenarios/*.json, schema scenarios/schema/scenario.schema.json, prose in
+// docs/scenarios.md): one sandbox template, tasks run in it in order — each followed by a revert
+// and a file count of /work — and the checks that judge the evidence.
+//
+// Loading is strict: malformed JSON, unknown keys, wrong types, an undeclared {{variable}} or a
+// value that does not match its variable's pattern are kInvalidArgument (exit 2) with the path of
+// the offending key. Every optional field has the default documented in the schema.
+//
+// Thread-safety: values; immutable after loading.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sbx/status.h"
+
+namespace sandcheck {
+
+struct Variable {
+  std::string name, default_value, pattern, description;
+};
+
+// One check: a verdict on evidence, citing requirement IDs (requirements.json) and a level.
+struct CheckSpec {
+  std::string id;  // "<scenario>/<name>", stable: expectations files refer to it
+  std::string title;
+  std::vector<std::string> requirements;
+  std::string level;                       // "MUST" | "SHOULD"
+  std::vector<std::string> features;       // the target must offer them, else skip
+  std::vector<std::string> requires_pass;  // checks that must have passed in this run
+  std::string kind;                        // evaluator: allowed_download, name_not_resolved, ...
+  nlohmann::json params;                   // validated for the kind, defaults filled in
+  std::string task_id;                     // "" for scenario-level checks
+};
+
+struct SandboxTemplate {
+  std::string template_name = "sandbox";
+  nlohmann::json limits = nlohmann::json::object();  // adapter protocol v1 "limits"
+  nlohmann::json egress = {{"rules", nlohmann::json::array()}};
+  std::map<std::string, std::string> services;  // name → fixture ("mirror")
+  // Optional fields of the protocol's create object ("" / empty = not sent). `backend` here
+  // wins over --backend (a task that needs one backend names it).
+  std::string backend, trust, tenant, tool;
+  std::map<std::string, std::string> env, secrets;
+};
+
+struct TaskSpec {
+  std::string id, label, tries, command;
+  double timeout_s = 20;
+  std::optional<CheckSpec> check;
+  // A sandbox of the task's own: created (fresh) before the task, destroyed after it. Fields the
+  // task does not give are the scenario's.
+  std::optional<SandboxTemplate> sandbox;
+  std::optional<bool> revert;  // overrides after_each_task.revert for this task
+  // Plant the revert canaries BEFORE the task rather than after it: for a task that ends its
+  // sandbox (a limit breach), after which nothing can be planted — so the revert of a crashed
+  // sandbox is held to the same standard (with after_each_task.canaries).
+  bool canaries_before = false;
+  // {{harness.NAME}} values the task refers to (command, check, own sandbox); see HarnessValue.
+  std::set<std::string> harness_values;
+};
+
+// Values only the harness knows at run time, referred to as {{harness.NAME}} in a task's
+// command, its check's params or its own sandbox: substituted when the task runs. A task that
+// uses a `local_only` value runs only against a target on the harness's own host (else it is
+// skipped with the reason); a value the run does not have (e.g. mirror_addr under --mirror
+// none) skips the task too.
+struct HarnessValueSpec {
+  const char* name;
+  bool local_only;
+  const char* description;
+};
+const std::vector<HarnessValueSpec>& HarnessValueSpecs();
+const HarnessValueSpec* FindHarnessValue(std::string_view name);
+// Replaces {{harness.NAME}} in every string (and key) of `j` with `values[NAME]`; names that
+// `values` lacks are left as they are.
+void SubstituteHarness(nlohmann::json& j, const std::map<std::string, std::string>& values);
+std::string SubstituteHarness(const std::string& s,
+                              const std::map<std::string, std::string>& values);
+
+struct AfterEachTask {
+  bool revert = true;
+  std::string clean_check = "find /work -mindepth 1 | wc -l";
+  double timeout_s = 20;
+  // SNAP-2, LC-10: before every revert, plant canaries of every kind of state a revert must
+  // erase (`sbx-canary plant`: hidden files in /work, /tmp, $HOME, outside /work, a process, a
+  // listening socket); after it, ask which survived (`sbx-canary check`). The scenario's
+  // clean_after_revert check judges them.
+  bool canaries = true;
+};
+
+struct Scenario {
+  std::string name, title, description, source;
+  std::string origin;  // file path, or "embedded:scenarios/NAME.json"
+  std::vector<Variable> variables;
+  std::map<std::string, std::string> values;  // resolved: defaults + --var overrides
+  SandboxTemplate sandbox;
+  AfterEachTask after_each;
+  std::vector<TaskSpec> tasks;
+  std::vector<CheckSpec> checks;  // scenario-level
+
+  // Task checks in task order, then scenario-level checks.
+  std::vector<const CheckSpec*> AllChecks() const;
+  const TaskSpec* FindTask(const std::string& id) const;
+};
+
+// Describes a check kind's parameters, for loading and for `sandcheck list`.
+struct ParamSpec {
+  std::string name;
+  nlohmann::json::value_t type;  // string, boolean, number_float (any number), number_integer
+  bool required = false;
+  nlohmann::json default_value;
+};
+struct KindSpec {
+  std::string kind;
+  bool task_level = true;  // judged on one task's evidence (else on the whole scenario)
+  std::vector<ParamSpec> params;
+};
+const std::vector<KindSpec>& CheckKinds();
+const KindSpec* FindKind(std::string_view kind);
+
+// Parses a scenario. `overrides` are --var values; names the scenario declares are applied and
+// inserted into `used`. Unknown names are left for the caller (they may belong to another
+// scenario).
+sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& origin,
+                                     const std::map<std::string, std::string>& overrides,
+                                     std::set<std::string>* used);
+
+// Reads a "variables" object (null: none): each value is checked against its pattern and
+// control characters; `overrides` (--var) replace defaults and are recorded in `used`.
+sbx::Status ReadVariables(const nlohmann::json* vars,
+                          const std::map<std::string, std::string>& overrides,
+                          std::set<std::string>* used, std::vector<Variable>* variables,
+                          std::map<std::string, std::string>* values);
+
+// Replaces {{name}} in every string (and object key) of `j`; an unknown name is an error.
+sbx::Status SubstituteVariables(nlohmann::json& j, const std::map<std::string, std::string>& values,
+                                const std::string& path);
+
+}  // namespace sandcheck
