@@ -1,9 +1,9 @@
-// SHA-256 (FIPS 180-4), streaming. Used to verify content-addressed images (IMG-1).
+// SHA-256 (FIPS 180-4), streaming. Used to verify content-addressed images (IMG-1) and to
+// compare tokens (api/auth.cc).
 //
-// Our own small implementation rather than OpenSSL's libcrypto: it adds no dependency to the
-// runtime for one function, it is checked against the FIPS 180-2 vectors (sha256_test.cc), and
-// its speed only matters on the first use of an image on a node (IMG-2), where it is measured
-// in docs/images.md.
+// A thin RAII wrapper over OpenSSL's libcrypto (EVP), which is maintained, constant-tested and
+// needed anyway for TLS to remote workers (docs/dependencies.md): nothing hand-written that a
+// library does. sha256_test.cc checks it against the FIPS 180-2 vectors.
 //
 // Thread-safety: a Sha256 object is not shared; separate objects are independent.
 #pragma once
@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX, kept out of the header
+
 namespace sbx::host {
 
 class Sha256 {
@@ -21,7 +23,11 @@ class Sha256 {
   static constexpr size_t kDigestSize = 32;
   using Digest = std::array<uint8_t, kDigestSize>;
 
-  Sha256() { Reset(); }
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
   void Reset();
   void Update(const void* data, size_t len);
   void Update(std::string_view s) { Update(s.data(), s.size()); }
@@ -32,12 +38,7 @@ class Sha256 {
   static std::string HexOf(std::string_view data);  // one-shot convenience
 
  private:
-  void Block(const uint8_t* p);
-
-  std::array<uint32_t, 8> h_{};
-  std::array<uint8_t, 64> buf_{};
-  size_t buf_len_ = 0;
-  uint64_t total_ = 0;  // bytes
+  evp_md_ctx_st* ctx_;
 };
 
 }  // namespace sbx::host
