@@ -12,6 +12,13 @@ from conftest import ROOT, run
 JAIL = ROOT / "ci/jail"
 
 
+@pytest.fixture(autouse=True)
+def not_in_a_jail(request):
+    if os.environ.get("SBX_JAIL") and request.node.name != "test_a_jail_does_not_nest":
+        pytest.skip(f"LOUD SKIP: this run is inside jail {os.environ['SBX_JAIL']} and jails do "
+                    "not nest; these tests run on the host (CI)")
+
+
 def host_jail_cgroups(name):
     found = []
     for hierarchy in pathlib.Path("/sys/fs/cgroup").iterdir():
@@ -78,6 +85,15 @@ def test_bind_shows_a_copy_at_the_original_path(root_only):
         assert r.stdout == "b"
     finally:
         run(["rm", "-rf", str(base)])
+
+
+def test_a_jail_does_not_nest(root_only):
+    env = dict(os.environ, SBX_JAIL="outer")
+    r = run([str(JAIL), "--", "true"], env=env)
+    assert r.returncode == 4 and "already inside jail outer" in r.stderr, r.stderr
+    if not os.environ.get("SBX_JAIL"):
+        r = run([str(JAIL), "--name", "t-jail-5", "--", "sh", "-c", "echo $SBX_JAIL"], timeout=60)
+        assert r.returncode == 0 and r.stdout.strip() == "t-jail-5", r
 
 
 def test_bad_usage_is_exit_2():

@@ -87,12 +87,45 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
                            *vs_cpu, *calib_cpu)
              : "");
   std::vector<std::string> bad;
-  // The cap bites: either measure shows the slowdown (the CPU-time one survives a busy host).
-  double low = vs_cpu ? std::max(ratio, *vs_cpu) : ratio;
-  if (low < min_ratio) bad.push_back(fmt::format("a hard cap needs >= {:.2f}x", min_ratio));
-  // ... at the requested quota, not a lower one: the exact measure where there is one.
+  // Where the target reports the cgroup's throttled time (T) with its CPU time (C), the kernel's
+  // own evidence decides, and a busy machine cannot change the verdict either way (wall clocks
+  // can: a neighbour slows a run with no cap at all to "capped", and a capped run to "capped
+  // below the request"). A CFS quota q throttles a period only after the cgroup used q of it,
+  // for at most the rest of the period, so C >= T * q / (1 - q) whatever else runs: C / (C + T)
+  // is at least the quota applied. One thread only (T adds up over CPUs).
+  std::optional<double> throttled = UsageOf(a, "throttled_seconds");
+  if (throttled && *throttled < 0) throttled.reset();  // -1: not measured
+  bool one_thread = !inside || inside->threads == 1;
+  if (throttled && throttled_cpu && millicores > 0 && one_thread) {
+    double cap = static_cast<double>(millicores) / 1000.0;
+    double bound = *throttled_cpu + *throttled > 0
+                       ? *throttled_cpu / (*throttled_cpu + *throttled)
+                       : 0;
+    v.evidence["throttled_seconds"] = *throttled;
+    v.evidence["quota_lower_bound"] = bound;
+    story += fmt::format(
+        "; the target's cgroup: {:.3f} CPU s, throttled {:.3f} s, so the quota applied is at "
+        "least {:.2f} of a CPU",
+        *throttled_cpu, *throttled, bound);
+    if (*throttled <= 0) {
+      bad.push_back("the quota never throttled the work (throttled 0 s in the target's usage "
+                    "report): no cap bit");
+    } else if (bound < cap * 0.8) {
+      bad.push_back(fmt::format(
+          "a quota of at most {:.2f} of a CPU held the work, less than the {} millicores asked "
+          "for (a cap below the requested one)",
+          bound, millicores));
+    }
+  } else {
+    // The cap bites: either measure shows the slowdown (the CPU-time one survives a busy host).
+    double low = vs_cpu ? std::max(ratio, *vs_cpu) : ratio;
+    if (low < min_ratio) bad.push_back(fmt::format("a hard cap needs >= {:.2f}x", min_ratio));
+  }
+  // ... at the requested quota, not a lower one: the exact measure where there is one (the
+  // throttled-time bound above replaces it where the target reports one).
   double high = vs_cpu ? *vs_cpu : ratio;
-  if (max_ratio > 0 && high > max_ratio) {
+  if (!(throttled && throttled_cpu && millicores > 0 && one_thread) && max_ratio > 0 &&
+      high > max_ratio) {
     bad.push_back(fmt::format(
         "{:.2f}x is more than {:.2f}x: the work was held to less CPU than the {} millicores asked "
         "for (a cap below the requested one)",
