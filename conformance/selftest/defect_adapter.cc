@@ -1,3 +1,5 @@
+// Over 600 lines on purpose: every planted defect in one adapter, so one binary (and one
+// list, --list) holds them all.
 // sandcheck-defect: the suite's self-test (docs/selftest.md). An adapter (protocol v1,
 // docs/adapters.md) in front of the REAL reference runtime — a sandboxd reached through
 // sandcheck's own HTTP driver — that plants ONE known defect, the kind a runtime really ships:

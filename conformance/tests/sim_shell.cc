@@ -1,3 +1,4 @@
+// Over 600 lines on purpose: a test double, one interpreter of the scenarios' shell commands.
 // TEST DOUBLE — see sim.h. Interprets the scenario's commands; emulates busybox's exact output.
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,3 +1,5 @@
+// Over 600 lines on purpose: the server's promises (401 before the body, head limit, connection
+// limits, drain) tested together over both transports.
 // sandboxd's HTTP server and its client over real sockets (unix and TCP loopback), with the
 // runtime faked: the remote runtime round trip, error mapping, tenancy through the client, and
 // a server that keeps serving whatever the peers send (garbage, huge heads, slow or missing

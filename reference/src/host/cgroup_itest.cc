@@ -1,3 +1,5 @@
+// Over 600 lines on purpose: one integration test file per kernel primitive (style.md), and
+// cgroups carry every limit.
 // Integration tests of host/cgroup on the real kernel (root only): the limits bite (RES-1,
 // RES-2, RES-4, RES-8, FAIL-3, PROD-2), kill-all reaches processes that left the process tree
 // (setsid + double fork), the freezer stops CPU use, a crashed runtime's leftovers are reaped

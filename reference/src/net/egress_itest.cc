@@ -1,3 +1,5 @@
+// Over 600 lines on purpose: the egress paths end to end in one place, so that every way out
+// tried sits next to the others.
 // Egress end to end with real namespaces (EGR-1..EGR-5, RES-7, SNAP-5, SCN-1..SCN-4): the demo's
 // busybox outputs byte for byte, then every way out we could think of, each refused, then the
 // same with an empty policy and with no gateway at all.

@@ -1,3 +1,5 @@
+// Over 600 lines: the public Runtime's one implementation (its operations serialise on the
+// sandbox mutex here); a split would put the locking rule in two files.
 // The reference runtime: owns the shared services (cgroups, images, seccomp, egress), the
 // backends, and the live sandboxes. Every operation on a sandbox is serialised by its mutex.
 #include "sbx/runtime.h"
