@@ -140,7 +140,8 @@ REASON = {
     # The canary the harness planted in its host's /tmp was read.
     "no-isolation": ("isolation/host-files-hidden", 'holds "sandcheck-canary-'),
     "secrets-on-disk": ("isolation/secret-in-memory", "stdout matches /(^|\\n)//"),
-    "host-pid-ns": ("isolation/pid-namespace", "/procs_visible is"),
+    # The harness's own process is in sight (and, on a host with many processes, the count too).
+    "host-pid-ns": ("isolation/pid-namespace", 'stdout holds "/proc/'),
     "empty-policy-open": ("isolation/no-egress-reaches-nothing", 'stdout holds "hello package 1.0"'),
 }
 
