@@ -208,7 +208,17 @@ Status Container::WriteBundle(const BackendContext& ctx, const ContainerConfig& 
     }
     // runc has no "leave cgroups alone" mode: it nests its own cgroup below ours (it runs in
     // ours), where our limits hold over it. crun runs with --cgroup-manager=disabled.
-    if (rt_.flavor == OciFlavor::kRunc) spec.cgroups_path = c.container_id;
+    if (rt_.flavor == OciFlavor::kRunc) {
+      spec.cgroups_path = c.container_id;
+      // runc's cgroup carries no limit of its own (the devices rule only): ours alone limits,
+      // as for crun. With the quota on both levels the kernel throttled either one, at random,
+      // and v1 counts throttled_time, OOM events and pids.max refusals per level, so the usage
+      // read from ours said "throttled 0 s" of a capped run (a CI run's six tasks failed on
+      // it, issue 11); a raised limit (SetLimits) would also have stayed capped below.
+      spec.limits.cpu_millicores = 0;
+      spec.limits.memory_bytes = 0;
+      spec.limits.pids = 0;
+    }
   }
   if (net_) spec.netns_path = fmt::format("/proc/{}/fd/{}", getpid(), net_->netns_fd());
   ASSIGN_OR_RETURN(spec.seccomp, OciSeccompFromDenyList(ctx.seccomp->denied()));

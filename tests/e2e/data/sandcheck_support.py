@@ -42,7 +42,16 @@ class Result:
         return {k for k, v in self.outcomes().items() if v != "pass"}
 
     def __repr__(self):
-        return f"exit {self.code}\nstdout:\n{self.out}\nstderr:\n{self.err}"
+        # The checks that did not pass come first, with their reason and evidence: pytest cuts a
+        # long message in the middle, and the console table alone does not say why (a CI run
+        # once showed only "exit 1" and the first rows).
+        head = ""
+        if self.report:
+            for c in self.report.get("checks", []):
+                if c.get("outcome") != "pass":
+                    ev = json.dumps(c.get("evidence", {}), sort_keys=True)[:600]
+                    head += f"{c['id']}: {c['outcome']}: {c.get('reason', '')}\n  evidence: {ev}\n"
+        return f"exit {self.code}\n{head}stdout:\n{self.out}\nstderr:\n{self.err}"
 
 
 def sandcheck(args, out_dir=None, env=None, timeout=60, cwd=None):
