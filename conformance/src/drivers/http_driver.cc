@@ -11,8 +11,9 @@
 
 #include <cstdlib>
 
-#include "drivers/http_client.h"
+#include "common/subprocess.h"
 #include "drivers/target.h"
+#include "sbx/http_client.h"
 
 namespace sandcheck {
 namespace {
@@ -21,7 +22,7 @@ using nlohmann::json;
 
 class HttpDriver final : public Target {
  public:
-  HttpDriver(std::string spec, HttpEndpoint ep, TargetOptions options)
+  HttpDriver(std::string spec, sbx::http::Endpoint ep, TargetOptions options)
       : spec_(std::move(spec)), ep_(std::move(ep)), options_(std::move(options)) {}
 
   std::string Kind() const override { return "http"; }
@@ -178,24 +179,27 @@ class HttpDriver final : public Target {
 
   sbx::StatusOr<Answer> Call(const std::string& method, const std::string& path,
                              const std::optional<json>& body, double extra_s) {
-    HttpRequest req;
+    sbx::http::Request req;
     req.method = method;
     req.path = path;
-    req.headers["Accept"] = "application/json";
-    if (!options_.token.empty()) req.headers["Authorization"] = "Bearer " + options_.token;
+    req.headers = {{"Accept", "application/json"}, {"User-Agent", "sandcheck"}};
+    if (!options_.token.empty()) req.headers.push_back({"Authorization", "Bearer " + options_.token});
     if (body) {
-      req.headers["Content-Type"] = "application/json";
+      req.headers.push_back({"Content-Type", "application/json"});
       req.body = body->dump();
     }
-    auto r = HttpCall(ep_, req, options_.call_timeout_s + extra_s);
+    auto r = sbx::http::Call(ep_, req,
+                             {.timeout_s = options_.call_timeout_s + extra_s,
+                              .interrupted = [] { return Interrupted(); },
+                              .who = "the target"});
     if (!r.ok()) return r.status();
     Answer a;
     a.status = r->status;
     a.text = r->body;
-    if (auto it = r->headers.find("retry-after"); it != r->headers.end()) {
+    if (const std::string* ra = r->Header("retry-after")) {
       char* end = nullptr;
-      double v = std::strtod(it->second.c_str(), &end);
-      if (end != it->second.c_str() && *end == '\0' && v >= 0 && v <= 3600) a.retry_after_s = v;
+      double v = std::strtod(ra->c_str(), &end);
+      if (end != ra->c_str() && *end == '\0' && v >= 0 && v <= 3600) a.retry_after_s = v;
     }
     a.body = r->body.empty() ? json::object()
                              : json::parse(r->body, nullptr, /*allow_exceptions=*/false);
@@ -210,7 +214,7 @@ class HttpDriver final : public Target {
   }
 
   std::string spec_;
-  HttpEndpoint ep_;
+  sbx::http::Endpoint ep_;
   TargetOptions options_;
   std::vector<std::string> features_;
 };
@@ -219,7 +223,7 @@ class HttpDriver final : public Target {
 
 sbx::StatusOr<std::unique_ptr<Target>> MakeHttpTarget(const std::string& spec,
                                                       const TargetOptions& options) {
-  ASSIGN_OR_RETURN(HttpEndpoint ep, ParseEndpoint(spec));
+  ASSIGN_OR_RETURN(sbx::http::Endpoint ep, sbx::http::ParseEndpoint(spec));
   return std::unique_ptr<Target>(new HttpDriver(spec, std::move(ep), options));
 }
 

@@ -1,5 +1,5 @@
 // drivers/ — how the harness talks to a target: the Target interface (this file) and its
-// drivers (adapter_driver.cc, http_driver.cc with http_client.h, reference_driver.cc).
+// drivers (adapter_driver.cc, http_driver.cc over sbx/http_client.h, reference_driver.cc).
 // May include scenario/, host/ and common/.
 //
 // A Target is the runtime under test, reached through one of three drivers:

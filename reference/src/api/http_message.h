@@ -1,5 +1,5 @@
 // HTTP/1.1 messages of the Execution API (PROD-1): a strict request parser and the response
-// writer of sandboxd, and the response parser of its client.
+// writer of sandboxd (the client and its response parser: sbx/http_client.h).
 //
 // The parser accepts a deliberately small subset of RFC 9112, and rejects the rest:
 //   - CRLF line endings only (a bare CR or LF is 400), no obsolete line folding (400);
@@ -112,25 +112,6 @@ std::string SerializeResponse(const HttpResponse& response, bool keep_alive);
 // "Not Found" for 404, ...; "Unknown" for codes this server never sends.
 std::string_view ReasonPhrase(int status);
 
-// A parsed response, for the client.
-struct ParsedResponse {
-  int status = 0;
-  std::vector<HttpHeader> headers;
-  std::string body;
-  bool keep_alive = true;
-  const std::string* Header(std::string_view lower_name) const;
-};
-
-struct ResponseOutcome {
-  enum class Kind { kIncomplete, kComplete, kError };
-  Kind kind = Kind::kIncomplete;
-  ParsedResponse response;
-  std::string message;  // kError
-};
-
-// Parses one response in `buf`; 1xx interim responses are skipped. `eof` says the peer closed:
-// a response without Content-Length then ends there. Head at most 64 KiB; body at most
-// max_body_bytes.
-ResponseOutcome ParseResponse(std::string_view buf, bool eof, size_t max_body_bytes);
+// The client's response parser is sbx::http::ParseResponse (sbx/http_client.h).
 
 }  // namespace sbx::api

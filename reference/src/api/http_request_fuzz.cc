@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "api/http_message.h"
+#include "sbx/http_client.h"
 #include "api/wire.h"
 
 namespace {
@@ -85,8 +86,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   // What the client reads from a (possibly hostile) server.
-  auto resp = sbx::api::ParseResponse(input, data[0] & 1, 4096);
-  if (resp.kind == sbx::api::ResponseOutcome::Kind::kComplete)
+  auto resp = sbx::http::ParseResponse(input, data[0] & 1, 4096);
+  if (resp.kind == sbx::http::ResponseOutcome::Kind::kComplete)
     Check(resp.response.body.size() <= 4096);
 
   // Request bodies reach the JSON parser: no input may crash it (deep nesting is refused).

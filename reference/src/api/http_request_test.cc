@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "api/http_message.h"
+#include "sbx/http_client.h"
 
 namespace sbx::api {
 namespace {
@@ -238,20 +239,20 @@ TEST(HttpResponseTest, RoundTripAndInterimResponses) {
   r.body = "{\"error\":{}}";
   r.headers.push_back({"WWW-Authenticate", "Bearer"});
   std::string wire = "HTTP/1.1 100 Continue\r\n\r\n" + SerializeResponse(r, false);
-  auto o = ParseResponse(wire, false, 1 << 20);
-  ASSERT_EQ(o.kind, ResponseOutcome::Kind::kComplete) << o.message;
+  auto o = http::ParseResponse(wire, false, 1 << 20);
+  ASSERT_EQ(o.kind, http::ResponseOutcome::Kind::kComplete) << o.message;
   EXPECT_EQ(o.response.status, 404);
   EXPECT_EQ(o.response.body, r.body);
   EXPECT_FALSE(o.response.keep_alive);
   ASSERT_NE(o.response.Header("www-authenticate"), nullptr);
-  EXPECT_EQ(ParseResponse(wire.substr(0, wire.size() - 2), false, 1 << 20).kind,
-            ResponseOutcome::Kind::kIncomplete);
-  EXPECT_EQ(ParseResponse(wire.substr(0, wire.size() - 2), true, 1 << 20).kind,
-            ResponseOutcome::Kind::kError);
-  EXPECT_EQ(ParseResponse(wire, false, 4).kind,
-            ResponseOutcome::Kind::kError);  // body over the limit
-  EXPECT_EQ(ParseResponse("SSH-2.0-OpenSSH\r\n\r\n", false, 100).kind,
-            ResponseOutcome::Kind::kError);
+  EXPECT_EQ(http::ParseResponse(wire.substr(0, wire.size() - 2), false, 1 << 20).kind,
+            http::ResponseOutcome::Kind::kIncomplete);
+  EXPECT_EQ(http::ParseResponse(wire.substr(0, wire.size() - 2), true, 1 << 20).kind,
+            http::ResponseOutcome::Kind::kError);
+  EXPECT_EQ(http::ParseResponse(wire, false, 4).kind,
+            http::ResponseOutcome::Kind::kError);  // body over the limit
+  EXPECT_EQ(http::ParseResponse("SSH-2.0-OpenSSH\r\n\r\n", false, 100).kind,
+            http::ResponseOutcome::Kind::kError);
 }
 
 }  // namespace

@@ -1,17 +1,14 @@
-// HTTP/1.1 responses: written by sandboxd, parsed by its client (remote_runtime.cc).
+// HTTP/1.1 responses as sandboxd writes them (the client parses them: reference/src/http/).
 #include <fmt/format.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 
 #include "api/http_message.h"
 
 namespace sbx::api {
 namespace {
-
-constexpr size_t kMaxResponseHead = 64 * 1024;
 
 std::string HttpDate() {
   char buf[64];
@@ -30,13 +27,6 @@ bool HasHeader(const std::vector<HttpHeader>& headers, std::string_view lower) {
     }
     return true;
   });
-}
-
-ResponseOutcome ResponseError(std::string message) {
-  ResponseOutcome o;
-  o.kind = ResponseOutcome::Kind::kError;
-  o.message = std::move(message);
-  return o;
 }
 
 }  // namespace
@@ -105,100 +95,6 @@ std::string SerializeResponse(const HttpResponse& r, bool keep_alive) {
   out += "\r\n";
   out += r.body;
   return out;
-}
-
-const std::string* ParsedResponse::Header(std::string_view lower_name) const {
-  for (const auto& h : headers) {
-    if (h.name == lower_name) return &h.value;
-  }
-  return nullptr;
-}
-
-ResponseOutcome ParseResponse(std::string_view buf, bool eof, size_t max_body_bytes) {
-  while (true) {
-    size_t end = buf.substr(0, std::min(buf.size(), kMaxResponseHead)).find("\r\n\r\n");
-    if (end == std::string_view::npos) {
-      if (buf.size() >= kMaxResponseHead) return ResponseError("response head too large");
-      if (eof)
-        return ResponseError(buf.empty() ? "connection closed without a response"
-                                         : "connection closed in the response head");
-      return {};
-    }
-    std::string_view head = buf.substr(0, end + 2);
-    size_t head_len = end + 4;
-    ParsedResponse resp;
-    size_t eol = head.find("\r\n");
-    std::string_view status_line = head.substr(0, eol);
-    // HTTP/1.x SP 3DIGIT SP reason
-    if (status_line.size() < 12 || status_line.substr(0, 7) != "HTTP/1." || status_line[8] != ' ') {
-      return ResponseError("malformed status line");
-    }
-    int status = 0;
-    auto [p, ec] = std::from_chars(status_line.data() + 9, status_line.data() + 12, status);
-    if (ec != std::errc() || p != status_line.data() + 12 || status < 100 || status > 599) {
-      return ResponseError("malformed status code");
-    }
-    resp.status = status;
-    resp.keep_alive = status_line[7] == '1';
-    bool has_length = false;
-    size_t length = 0;
-    size_t pos = eol + 2;
-    while (pos < head.size()) {
-      size_t e = head.find("\r\n", pos);
-      std::string_view line = head.substr(pos, e - pos);
-      pos = e + 2;
-      size_t colon = line.find(':');
-      if (colon == std::string_view::npos || colon == 0)
-        return ResponseError("malformed header field");
-      std::string name(line.substr(0, colon));
-      std::transform(name.begin(), name.end(), name.begin(),
-                     [](unsigned char c) { return std::tolower(c); });
-      std::string_view value = line.substr(colon + 1);
-      while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
-        value.remove_prefix(1);
-      while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
-        value.remove_suffix(1);
-      if (name == "content-length") {
-        auto [q, ec2] = std::from_chars(value.data(), value.data() + value.size(), length);
-        if (value.empty() || ec2 != std::errc() || q != value.data() + value.size()) {
-          return ResponseError("malformed Content-Length");
-        }
-        has_length = true;
-      } else if (name == "transfer-encoding") {
-        return ResponseError("chunked responses are not supported");
-      } else if (name == "connection") {
-        std::string v(value);
-        std::transform(v.begin(), v.end(), v.begin(),
-                       [](unsigned char c) { return std::tolower(c); });
-        if (v.find("close") != std::string::npos) resp.keep_alive = false;
-      }
-      resp.headers.push_back({std::move(name), std::string(value)});
-    }
-    if (status >= 100 && status < 200) {  // interim (100 Continue): skip it
-      buf.remove_prefix(head_len);
-      continue;
-    }
-    if (has_length) {
-      if (length > max_body_bytes)
-        return ResponseError(fmt::format("response body of {} bytes too large", length));
-      if (buf.size() - head_len < length) {
-        if (eof) return ResponseError("connection closed in the response body");
-        return {};
-      }
-      resp.body = std::string(buf.substr(head_len, length));
-    } else {
-      if (!eof) {
-        if (buf.size() - head_len > max_body_bytes) return ResponseError("response body too large");
-        return {};
-      }
-      resp.body = std::string(buf.substr(head_len));
-      resp.keep_alive = false;
-    }
-    ResponseOutcome o;
-    o.kind = ResponseOutcome::Kind::kComplete;
-    o.response = std::move(resp);
-    return o;
-  }
 }
 
 }  // namespace sbx::api

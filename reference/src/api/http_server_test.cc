@@ -30,6 +30,7 @@
 #include "api/api_service.h"
 #include "api/fake_runtime.h"
 #include "api/remote_runtime.h"
+#include "sbx/http_client.h"
 #include "host/fd.h"
 
 namespace sbx::api {
@@ -166,8 +167,8 @@ void SendAll(int fd, std::string_view data) {
 }
 
 int StatusOf(const std::string& wire) {
-  auto o = ParseResponse(wire, true, 1 << 20);
-  return o.kind == ResponseOutcome::Kind::kComplete ? o.response.status : -1;
+  auto o = http::ParseResponse(wire, true, 1 << 20);
+  return o.kind == http::ResponseOutcome::Kind::kComplete ? o.response.status : -1;
 }
 
 std::string Req(const std::string& method, const std::string& path, const std::string& body = "",
@@ -311,8 +312,12 @@ TEST_P(ServerTest, WrongTokenAbsentServerAndBadUrls) {
   EXPECT_EQ(OpenRemoteRuntime("unix:" + dir_ + "/none.sock", kAlice).status().code(),
             Code::kSandboxUnavailable);
   EXPECT_EQ(OpenRemoteRuntime("ftp://x", kAlice).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(OpenRemoteRuntime("http://127.0.0.1:1/prefix", kAlice).status().code(),
+  EXPECT_EQ(OpenRemoteRuntime("http://127.0.0.1:99999", kAlice).status().code(),
             Code::kInvalidArgument);
+  EXPECT_EQ(OpenRemoteRuntime("http://:8080", kAlice).status().code(), Code::kInvalidArgument);
+  // A base path is a URL's (sandboxd behind a proxy, sbx/http_client.h): nothing listens here.
+  EXPECT_EQ(OpenRemoteRuntime("http://127.0.0.1:1/prefix", kAlice).status().code(),
+            Code::kSandboxUnavailable);
 }
 
 TEST_P(ServerTest, TenantsCannotReachEachOthersSandboxesThroughTheClient) {
@@ -377,7 +382,7 @@ TEST_P(ServerTest, GarbageNeverStopsTheServer) {
       EXPECT_TRUE(got.empty()) << c.name << ": " << got;
     } else {
       EXPECT_EQ(StatusOf(got), c.status) << c.name << ": " << got.substr(0, 300);
-      auto o = ParseResponse(got, true, 1 << 20);
+      auto o = http::ParseResponse(got, true, 1 << 20);
       EXPECT_EQ(json::parse(o.response.body)["error"]["code"], "invalid_argument") << c.name;
     }
     EXPECT_TRUE(StillServes()) << "after " << c.name;
@@ -432,8 +437,8 @@ TEST_P(ServerTest, KeepAlivePipeliningAndExpectContinue) {
   std::string_view rest(got);
   std::vector<std::string> bodies;
   while (!rest.empty()) {
-    auto o = ParseResponse(rest, false, 1 << 20);
-    ASSERT_EQ(o.kind, ResponseOutcome::Kind::kComplete);
+    auto o = http::ParseResponse(rest, false, 1 << 20);
+    ASSERT_EQ(o.kind, http::ResponseOutcome::Kind::kComplete);
     bodies.push_back(o.response.body);
     size_t head_end = rest.find("\r\n\r\n") + 4;
     rest.remove_prefix(head_end + o.response.body.size());

@@ -9,8 +9,8 @@
 
 #include "api/auth.h"
 #include "api/error_map.h"
-#include "api/http_client.h"
 #include "api/wire.h"
+#include "sbx/http_client.h"
 
 namespace sbx::api {
 namespace {
@@ -34,18 +34,23 @@ Status NoSuchSandbox(const std::string& id) { return NotFound(fmt::format("no sa
 
 class RemoteRuntime final : public Runtime {
  public:
-  RemoteRuntime(HttpClient client, std::string token)
-      : client_(std::move(client)), token_(std::move(token)) {}
+  RemoteRuntime(http::Endpoint endpoint, std::string token)
+      : endpoint_(std::move(endpoint)), token_(std::move(token)) {}
   ~RemoteRuntime() override { ZeroString(&token_); }
 
   // GET/DELETE/POST returning the body as JSON, or the server's error as a Status.
   StatusOr<json> Call(std::string_view method, const std::string& path, const json* body,
                       double timeout_s = kCallTimeoutS) const {
-    std::string payload = body ? DumpJson(*body) : "";
-    std::vector<HttpHeader> headers = {{"Authorization", "Bearer " + token_},
-                                       {"Accept", "application/json"}};
-    auto resp = client_.Do(method, path, headers, payload, timeout_s);
-    ZeroString(&headers[0].value);
+    http::Request req;
+    req.method = std::string(method);
+    req.path = path;
+    req.headers = {{"Authorization", "Bearer " + token_}, {"Accept", "application/json"}};
+    if (body) {
+      req.headers.push_back({"Content-Type", "application/json"});
+      req.body = DumpJson(*body);
+    }
+    auto resp = http::Call(endpoint_, req, {.timeout_s = timeout_s, .who = "sandboxd"});
+    ZeroString(&req.headers[0].value);
     if (!resp.ok()) return resp.status();
     if (resp->status >= 400) return StatusFromErrorResponse(resp->status, resp->body);
     auto j = ParseJsonBody(resp->body);
@@ -153,7 +158,7 @@ class RemoteRuntime final : public Runtime {
     return j["seconds"].get<double>();
   }
 
-  HttpClient client_;
+  http::Endpoint endpoint_;
   std::string token_;
   mutable std::mutex mu_;
   mutable json info_ = json::object();
@@ -167,8 +172,8 @@ StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
     return Status(Code::kUnauthenticated, "no token for sandboxd (--token or SANDBOXD_TOKEN)");
   // A token goes into a header line: refuse what could break out of it.
   if (Status s = ValidateToken(token); !s.ok()) return Status(Code::kUnauthenticated, s.message());
-  ASSIGN_OR_RETURN(HttpClient client, HttpClient::Create(url));
-  auto rt = std::make_unique<RemoteRuntime>(std::move(client), token);
+  ASSIGN_OR_RETURN(http::Endpoint endpoint, http::ParseEndpoint(url));
+  auto rt = std::make_unique<RemoteRuntime>(std::move(endpoint), token);
   RETURN_IF_ERROR(rt->Probe());
   return std::unique_ptr<Runtime>(std::move(rt));
 }

@@ -22,6 +22,7 @@
 #include "api/api_service.h"
 #include "api/http_server.h"
 #include "api/remote_runtime.h"
+#include "sbx/http_client.h"
 #include "host/fd.h"
 #include "sbx/runtime.h"
 
@@ -104,7 +105,7 @@ host::UniqueFd ConnectTo(const ListenAddress& a) {
 }
 
 // Sends `bytes` (then half-closes if asked) and reads until the server closes or 10 s pass.
-ParsedResponse Exchange(const ListenAddress& a, const std::string& bytes, bool half_close = false) {
+http::Response Exchange(const ListenAddress& a, const std::string& bytes, bool half_close = false) {
   host::UniqueFd fd = ConnectTo(a);
   EXPECT_TRUE(fd.valid());
   std::string_view rest(bytes);
@@ -124,9 +125,9 @@ ParsedResponse Exchange(const ListenAddress& a, const std::string& bytes, bool h
     if (n <= 0) break;
     in.append(buf, static_cast<size_t>(n));
   }
-  auto o = ParseResponse(in, true, 1 << 24);
-  ParsedResponse r = o.response;
-  if (o.kind != ResponseOutcome::Kind::kComplete) r.status = -1;
+  auto o = http::ParseResponse(in, true, 1 << 24);
+  http::Response r = o.response;
+  if (o.kind != http::ResponseOutcome::Kind::kComplete) r.status = -1;
   return r;
 }
 
