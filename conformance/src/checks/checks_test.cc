@@ -234,6 +234,37 @@ TEST_F(SixTask, CpuCapAtTheWrongQuotaFails) {
   EXPECT_NE(Result("cpu-cap").reason.find("of a CPU"), std::string::npos);
 }
 
+// SCN-5 with the kernel's evidence: the target reports the cgroup's CPU and throttled seconds.
+TEST_F(SixTask, CpuJudgedOnTheThrottledTimeAndNotOnAStarvedMachine) {
+  auto usage = [](double cpu, double throttled) {
+    return nlohmann::json{{"cpu_seconds", cpu}, {"throttled_seconds", throttled}};
+  };
+  for (auto& c : task("cpu").calibration) c.answer.extra["usage"] = usage(1.0, 0);
+  Answer("cpu", "ok", "RUNNING", 0, "wall_seconds 2.0 cpu_seconds 1.0 threads 1\n", "");
+  // A faithful 500m cap: 1 CPU second, throttled 0.95 s in 2 s: at least 0.51 of a CPU.
+  task("cpu").task->wall_seconds = 2.0;
+  task("cpu").task->answer.extra["usage"] = usage(1.0, 0.95);
+  EXPECT_EQ(Failing(), std::set<std::string>{});
+  EXPECT_NE(Result("cpu-cap").reason.find("at least 0.51 of a CPU"), std::string::npos);
+  // Held at 2x but never throttled where the cap was asked (runc's own cgroup held the quota,
+  // issue 11), on a machine that gave the unthrottled run a whole CPU: fail.
+  task("cpu").task->answer.extra["usage"] = usage(1.0, 0);
+  EXPECT_EQ(Failing(), std::set<std::string>{"cpu-cap"});
+  EXPECT_NE(Result("cpu-cap").reason.find("never throttled"), std::string::npos);
+  // A machine so busy that the unthrottled run got 0.4 of a CPU: no cap and a faithful one look
+  // the same (throttled 0 s, 0.33 of a CPU): an error that says why, not a verdict.
+  for (auto& c : task("cpu").calibration) c.wall_seconds = 2.5;
+  task("cpu").task->wall_seconds = 3.0;
+  Judge();
+  EXPECT_EQ(Result("cpu-cap").raw, Outcome::kError) << Result("cpu-cap").reason;
+  EXPECT_NE(Result("cpu-cap").reason.find("too busy to tell a cap from none"), std::string::npos);
+  // ... but more than the cap is a fail on any machine.
+  task("cpu").task->answer.extra["usage"] = usage(2.0, 0);
+  task("cpu").task->wall_seconds = 2.5;
+  Judge();
+  EXPECT_EQ(Result("cpu-cap").raw, Outcome::kFail);
+}
+
 // SCN-6: a runtime that kills at its own default (512 MiB) instead of the 256 MiB asked for
 // still ends the 640 MiB hog; the progress line, the bracket and the reported peak catch it.
 TEST_F(SixTask, MemoryKilledAtAnotherLimitFails) {

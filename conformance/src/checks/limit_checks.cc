@@ -93,24 +93,45 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
   // below the request"). A CFS quota q throttles a period only after the cgroup used q of it,
   // for at most the rest of the period, so C >= T * q / (1 - q) whatever else runs: C / (C + T)
   // is at least the quota applied. One thread only (T adds up over CPUs).
-  std::optional<double> throttled = UsageOf(a, "throttled_seconds");
-  if (throttled && *throttled < 0) throttled.reset();  // -1: not measured
+  // Plain values, not std::optional: GCC 12's -Wmaybe-uninitialized misreads the optionals here.
+  const std::optional<double> throttled_opt = UsageOf(a, "throttled_seconds");
+  const bool throttled = throttled_opt && *throttled_opt >= 0;  // -1: not measured
+  const double thr = throttled ? *throttled_opt : 0;
   // One timeline: running plus throttled fits in the wall time. Where they do not (gVisor's
   // Sentry runs many host threads, whose throttled time adds up over CPUs), the bound does not
   // hold and the wall-clock bands judge instead.
   bool one_thread = (!inside || inside->threads == 1) && throttled && throttled_cpu &&
-                    *throttled + *throttled_cpu <= wall * 1.05;
-  if (throttled && throttled_cpu && millicores > 0 && one_thread) {
+                    thr + *throttled_cpu <= wall * 1.05;
+  // A quota bites only once the work used it up within a period: where neighbours held the work
+  // below the cap the whole time, "throttled 0 s" is what a faithful cap shows too. The same
+  // run's unthrottled calibration says whether the machine could give more than the cap at all;
+  // where it could not, neither the kernel's evidence nor the wall clocks can tell a cap from
+  // none (both runs get what the machine gives), and the check says so: error, not a verdict
+  // (a jailed soak with a CPU hog gave each test run 0.4 of a CPU).
+  std::optional<double> calib_share;
+  if (calib_cpu && best > 0) calib_share = *calib_cpu / best;
+  const double cap_cpus = static_cast<double>(millicores) / 1000.0;
+  if (calib_share) v.evidence["unthrottled_host_share"] = *calib_share;
+  const bool starved = millicores > 0 && throttled && thr <= 0 && calib_share &&
+                       *calib_share < cap_cpus * 1.1;
+  const bool kernel_judges =
+      throttled && throttled_cpu && millicores > 0 && one_thread && !starved;
+  if (starved) {
+    story += fmt::format(
+        "; throttled 0 s, and the machine gave even the unthrottled run only {:.2f} of a CPU "
+        "(the cap: {:.2f}): too busy to tell a cap from none",
+        *calib_share, cap_cpus);
+  } else if (kernel_judges) {
     double cap = static_cast<double>(millicores) / 1000.0;
     double bound =
-        *throttled_cpu + *throttled > 0 ? *throttled_cpu / (*throttled_cpu + *throttled) : 0;
-    v.evidence["throttled_seconds"] = *throttled;
+        *throttled_cpu + thr > 0 ? *throttled_cpu / (*throttled_cpu + thr) : 0;
+    v.evidence["throttled_seconds"] = thr;
     v.evidence["quota_lower_bound"] = bound;
     story += fmt::format(
         "; the target's cgroup: {:.3f} CPU s, throttled {:.3f} s, so the quota applied is at "
         "least {:.2f} of a CPU",
-        *throttled_cpu, *throttled, bound);
-    if (*throttled <= 0) {
+        *throttled_cpu, thr, bound);
+    if (thr <= 0) {
       bad.push_back(
           "the quota never throttled the work (throttled 0 s in the target's usage "
           "report): no cap bit");
@@ -120,7 +141,7 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
           "for (a cap below the requested one)",
           bound, millicores));
     }
-  } else {
+  } else if (!starved) {
     // The cap bites: either measure shows the slowdown (the CPU-time one survives a busy host).
     double low = vs_cpu ? std::max(ratio, *vs_cpu) : ratio;
     if (low < min_ratio) bad.push_back(fmt::format("a hard cap needs >= {:.2f}x", min_ratio));
@@ -128,8 +149,7 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
   // ... at the requested quota, not a lower one: the exact measure where there is one (the
   // throttled-time bound above replaces it where the target reports one).
   double high = vs_cpu ? *vs_cpu : ratio;
-  if (!(throttled && throttled_cpu && millicores > 0 && one_thread) && max_ratio > 0 &&
-      high > max_ratio) {
+  if (!kernel_judges && !starved && max_ratio > 0 && high > max_ratio) {
     bad.push_back(fmt::format(
         "{:.2f}x is more than {:.2f}x: the work was held to less CPU than the {} millicores asked "
         "for (a cap below the requested one)",
@@ -144,8 +164,11 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
                       *share, cap));
     }
   }
-  if (bad.empty()) return {Outcome::kPass, story, v.evidence};
-  return {Outcome::kFail, fmt::format("{}; {}", story, Join(bad, "; ")), v.evidence};
+  if (!bad.empty()) {
+    return {Outcome::kFail, fmt::format("{}; {}", story, Join(bad, "; ")), v.evidence};
+  }
+  if (starved) return {Outcome::kError, story, v.evidence};
+  return {Outcome::kPass, story, v.evidence};
 }
 
 Verdict ResourceExceeded(TaskRecord& t, const json& p, int64_t limit_bytes) {

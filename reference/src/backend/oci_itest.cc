@@ -397,7 +397,7 @@ TEST_F(OciRunc, OnlyTheSandboxCgroupCarriesTheLimits) {
   // Regression (issue 11): runc wrote the request's quota on its own cgroup as well, the kernel
   // throttled either level, and the usage read from the sandbox's cgroup said "throttled 0 s"
   // for a run held to half a CPU (v1 keeps throttled_time per level). Now runc's cgroup has no
-  // limit: every throttled run shows in the sandbox's cpu.stat.
+  // limit, so all throttling is the sandbox cgroup's (this test fails on the old bundle).
   namespace fs = std::filesystem;
   if (!fs::exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")) {
     GTEST_SKIP() << "the cgroup files read here are v1's; this host has no v1 cpu hierarchy";
@@ -439,12 +439,9 @@ TEST_F(OciRunc, OnlyTheSandboxCgroupCarriesTheLimits) {
     EXPECT_GT(std::stoll(value(d + "/memory.limit_in_bytes")), int64_t{1} << 40) << d;
   }
   for (const std::string& d : all_below(pids)) EXPECT_EQ(value(d + "/pids.max"), "max") << d;
-  for (int i = 0; i < 3; ++i) {
-    ExecResult r = Exec(id, "sbx-cpu -n 100");
-    EXPECT_EQ(r.status, ExecStatus::kOk) << r.reason;
-    EXPECT_GT(r.usage.throttled_seconds, 0) << "run " << i << ": the quota's throttling is "
-                                            << "not in the sandbox's usage";
-  }
+  // No "throttled > 0" run here: a neighbour that holds the work below half a CPU keeps the
+  // quota from ever biting (a jailed soak saw 0 s), so only the files above are exact; the
+  // six-task check judges the throttled time with that case in mind (limit_checks.cc).
 }
 
 TEST_F(OciRunc, RevertLeavesNoFileAndNoProcess) { CheckRevertLeavesNothing(); }
