@@ -192,29 +192,19 @@ TEST_F(NativeRuntime, ForkBombIsContainedAndFullyReaped) {
   // RES-4, PROD-2.
   auto id = rt_->Create(SandboxSpec{.limits = {.pids = 64}});
   ASSERT_TRUE(id.ok()) << id.status().ToString();
-  // Watch the sandbox's pids cgroup from the host while the bomb runs.
-  std::string pids_dir;
-  for (auto& e : fs::recursive_directory_iterator("/sys/fs/cgroup/pids")) {
-    if (e.is_directory() && e.path().filename() == "sb-" + *id + "-0") pids_dir = e.path();
-  }
+  // Watch the sandbox's pids cgroup from the host while the bomb runs: its task count, exact
+  // (not pids.current, which a refused fork raises past pids.max for an instant).
+  const std::string pids_dir = ocitest::FindCgroup("pids", "sb-" + *id + "-0");
   ASSERT_FALSE(pids_dir.empty());
-  std::atomic<bool> done{false};
-  std::atomic<int> peak{0};
-  std::thread watcher([&] {
-    while (!done) {
-      // Exact (not pids.current, which a refused fork raises past pids.max for an instant).
-      peak = std::max(peak.load(), static_cast<int>(ocitest::CountTasks(pids_dir)));
-      usleep(5000);
-    }
-  });
+  ocitest::PeakWatcher watcher([&] { return ocitest::CountTasks(pids_dir); },
+                               std::chrono::milliseconds(5));
   ExecSpec bomb{.command = "sbx-forkbomb", .timeout_s = 2};
   auto r = rt_->Exec(*id, bomb);
-  done = true;
-  watcher.join();
+  const long peak = watcher.Stop();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->status, ExecStatus::kTimeout);
-  EXPECT_GE(peak.load(), 32) << "the bomb did not run";
-  EXPECT_LE(peak.load(), 64) << "pids.max did not hold";
+  EXPECT_GE(peak, 32) << "the bomb did not run";
+  EXPECT_LE(peak, 64) << "pids.max did not hold";
   // Fully reaped: Exec returns only once the cgroup held nothing of the command (the timeout
   // path waits for it), so this is read after the event, not after a delay. What may be there
   // is the runtime's own pre-spawned shell for the NEXT command (a fork of sbx-init that has
