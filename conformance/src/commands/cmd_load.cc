@@ -26,12 +26,6 @@ namespace {
 
 using nlohmann::json;
 
-double NowUnix() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-void OnSignal(int) { Interrupt(); }
-
 sbx::StatusOr<int> IntArg(const ParsedArgs& a, const std::string& name, int def, int lo, int hi) {
   if (!a.Has(name)) return def;
   std::string text = a.Get(name);
@@ -80,22 +74,12 @@ int CmdRunLoad(const std::vector<std::string>& args, const ParsedArgs& a) {
   if (!target.ok() && target.status().code() == sbx::Code::kInvalidArgument)
     return UsageError("run", target.status().message());
 
-  RunContext ctx;
-  ctx.run_id = NewRunId();
-  ctx.command_line = MaskedCommandLine(args);
-  ctx.profile = *profile;
-  ctx.target_spec = topts.spec;
-  ctx.target_driver = target.ok() ? (*target)->Kind() : "";
-  ctx.backend = a.Get("backend");
-  ctx.started_unix = NowUnix();
+  RunContext ctx = StartRunContext(args, a, *profile, topts, target);
   bool default_out = false;
   auto report_dir = ReportDir(a, ctx.run_id, &default_out);
   if (!report_dir.ok()) return UsageError("run", report_dir.status().message(), kExitTarget);
   const std::string out_dir = *report_dir;
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  InterruptOnSignals();
 
   LiveLog log(stdout, stderr, ::isatty(2) == 1);
   LoadResult result;

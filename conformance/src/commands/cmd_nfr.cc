@@ -54,12 +54,6 @@ the reference runtime's first backend — and to the floor), comparison.json, co
 Exit codes: 0 every run finished (whatever its verdict), 2 bad usage, 3 a run could not be made.
 )";
 
-double NowUnix() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-void OnSignal(int) { Interrupt(); }
-
 sbx::StatusOr<int> ParseSamples(const ParsedArgs& a) {
   if (!a.Has("samples")) return 0;
   std::string text = a.Get("samples");
@@ -129,23 +123,13 @@ int CmdRunNfr(const std::vector<std::string>& args, const ParsedArgs& a) {
   if (!target.ok() && target.status().code() == sbx::Code::kInvalidArgument)
     return UsageError("run", target.status().message());
 
-  RunContext ctx;
-  ctx.run_id = NewRunId();
-  ctx.command_line = MaskedCommandLine(args);
-  ctx.profile = *profile;
-  ctx.target_spec = topts.spec;
-  ctx.target_driver = target.ok() ? (*target)->Kind() : "";
-  ctx.backend = a.Get("backend");
+  RunContext ctx = StartRunContext(args, a, *profile, topts, target);
   ctx.vars = *vars;
-  ctx.started_unix = NowUnix();
   bool default_out = false;
   auto report_dir = ReportDir(a, ctx.run_id, &default_out);
   if (!report_dir.ok()) return UsageError("run", report_dir.status().message(), kExitTarget);
   const std::string out_dir = *report_dir;
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  InterruptOnSignals();
 
   LiveLog log(stdout, stderr, ::isatty(2) == 1);
   NfrRunResult result;
@@ -374,10 +358,7 @@ int CmdCompare(const std::vector<std::string>& args) {
   std::string out_dir = a.Get("out", "reports/runs/" + run_id + "-compare");
   if (sbx::Status st = MakeDirs(out_dir); !st.ok())
     return UsageError("compare", st.message(), kExitTarget);
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  InterruptOnSignals();
   double started = NowUnix();
   std::printf("floor: %d x fork+exec of %s\n", spec->floor_samples, spec->floor_argv[0].c_str());
   std::fflush(stdout);

@@ -65,8 +65,6 @@ suspend:   --sizes 64,128,256,512,1024 (MiB) --runs 3
 Exit codes: 0 done, 2 bad usage, 3 the target failed.
 )";
 
-void OnSignal(int) { Interrupt(); }
-
 // ------------------------------------------------------------------------------------------
 // throttle (MEAS-1)
 
@@ -355,10 +353,7 @@ int CmdReproduce(const std::vector<std::string>& args) {
   std::string out_dir = a.Get("out", "reports/runs/" + run_id + "-" + what);
   if (sbx::Status st = MakeDirs(out_dir); !st.ok())
     return UsageError("reproduce", st.message(), kExitTarget);
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  InterruptOnSignals();
 
   Session session(**target, *info);
   json host = HostFacts();

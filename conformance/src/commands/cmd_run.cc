@@ -84,8 +84,6 @@ bool IsFile(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-void OnSignal(int) { Interrupt(); }
-
 // Default expectations for an adapter: <dir>/../expectations/<name>.json.
 std::string DefaultExpectations(const std::string& target_spec) {
   if (target_spec.rfind("adapter:", 0) != 0) return "";
@@ -216,28 +214,17 @@ int CmdRun(const std::vector<std::string>& args) {
     return UsageError("run", target.status().message());
   }
 
-  RunContext ctx;
-  ctx.run_id = NewRunId();
-  ctx.command_line = MaskedCommandLine(args);
-  ctx.profile = *profile;
-  ctx.target_spec = topts.spec;
-  ctx.target_driver = target.ok() ? (*target)->Kind() : "";
-  ctx.backend = a.Get("backend");
+  RunContext ctx = StartRunContext(args, a, *profile, topts, target);
   ctx.repeat = repeat;
   ctx.vars = *vars;
   ctx.expectations = expectations ? &*expectations : nullptr;
-  ctx.started_unix =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 
   bool default_out = false;
   auto report_dir = ReportDir(a, ctx.run_id, &default_out);
   if (!report_dir.ok()) return UsageError("run", report_dir.status().message(), kExitTarget);
   const std::string out_dir = *report_dir;
 
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  InterruptOnSignals();
 
   LiveLog log(stdout, stderr, ::isatty(2) == 1);
   log.Header();

@@ -1,20 +1,52 @@
 #include "commands/run_common.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "commands/cli.h"
 #include "common/json_strict.h"
+#include "common/subprocess.h"
 #include "report/render.h"
 #include "report/report.h"
 #include "run/mirror_fixture.h"
 
 namespace sandcheck {
+
+namespace {
+void OnSignal(int) { Interrupt(); }
+}  // namespace
+
+void InterruptOnSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+double NowUnix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+RunContext StartRunContext(const std::vector<std::string>& args, const ParsedArgs& a,
+                           Profile profile, const TargetOptions& topts,
+                           const sbx::StatusOr<std::unique_ptr<Target>>& target) {
+  RunContext ctx;
+  ctx.run_id = NewRunId();
+  ctx.command_line = MaskedCommandLine(args);
+  ctx.profile = profile;
+  ctx.target_spec = topts.spec;
+  ctx.target_driver = target.ok() ? (*target)->Kind() : "";
+  ctx.backend = a.Get("backend");
+  ctx.started_unix = NowUnix();
+  return ctx;
+}
 
 using nlohmann::json;
 

@@ -8,9 +8,24 @@
 
 #include "commands/cli.h"
 #include "drivers/target.h"
+#include "report/report.h"
 #include "sbx/status.h"
 
 namespace sandcheck {
+
+// SIGINT and SIGTERM raise the interrupt flag (Interrupt(), common/subprocess.h): the run starts
+// nothing new, cleans up what it made, and still writes its report.
+void InterruptOnSignals();
+
+// Seconds since the epoch (the report's timestamps).
+double NowUnix();
+
+// The report context every run starts from: a new run id, the command line (tokens masked),
+// the profile, the target's spec and driver kind ("" when it could not be opened), --backend,
+// and the start time.
+RunContext StartRunContext(const std::vector<std::string>& args, const ParsedArgs& a,
+                           Profile profile, const TargetOptions& topts,
+                           const sbx::StatusOr<std::unique_ptr<Target>>& target);
 
 // --target (default "reference"), --token (default $SANDCHECK_TOKEN), --adapter-timeout (seconds,
 // > 0 and <= 3600, default 30) and the tools next to the binary. kInvalidArgument names the
