@@ -100,7 +100,7 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
   // One timeline: running plus throttled fits in the wall time. Where they do not (gVisor's
   // Sentry runs many host threads, whose throttled time adds up over CPUs), the bound does not
   // hold and the wall-clock bands judge instead.
-  bool one_thread = (!inside || inside->threads == 1) && throttled && throttled_cpu &&
+  bool one_timeline = (!inside || inside->threads == 1) && throttled && throttled_cpu &&
                     thr + *throttled_cpu <= wall * 1.05;
   // A quota bites only once the work used it up within a period: where neighbours held the work
   // below the cap the whole time, "throttled 0 s" is what a faithful cap shows too. The same
@@ -115,7 +115,7 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
   const bool starved = millicores > 0 && throttled && thr <= 0 && calib_share &&
                        *calib_share < cap_cpus * 1.1;
   const bool kernel_judges =
-      throttled && throttled_cpu && millicores > 0 && one_thread && !starved;
+      throttled && throttled_cpu && millicores > 0 && one_timeline && !starved;
   if (starved) {
     story += fmt::format(
         "; throttled 0 s, and the machine gave even the unthrottled run only {:.2f} of a CPU "
