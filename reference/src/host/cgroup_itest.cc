@@ -626,8 +626,10 @@ TEST_F(CgroupITest, FreezerPinsAPidHoppingChainAndKillAllEndsIt) {
   usleep(30000);
   std::vector<pid_t> b = cg->Pids();
   EXPECT_EQ(a, b) << "a frozen chain moved";
+  // Frozen mid-hop: the newest member, and every older one whose exit had not finished (not
+  // always one: a jailed soak froze three, the exits lagging behind the forks under load). How
+  // many is the scheduler's business; that none of them moves is the freezer's.
   EXPECT_GE(a.size(), 1u);
-  EXPECT_LE(a.size(), 2u);  // frozen mid-hop: the parent before its _exit and the child
   ASSERT_TRUE(cg->Thaw().ok());
   double t0 = Now();
   Status s = cg->KillAll();
@@ -636,7 +638,8 @@ TEST_F(CgroupITest, FreezerPinsAPidHoppingChainAndKillAllEndsIt) {
   EXPECT_TRUE(cg->Empty());
   first.Wait();
   ReapZombies();
-  std::printf("[ hop ] KillAll of a pid-hopping chain took %.1f ms\n", (t1 - t0) * 1e3);
+  std::printf("[ hop ] %zu frozen mid-hop; KillAll of a pid-hopping chain took %.1f ms\n",
+              a.size(), (t1 - t0) * 1e3);
 }
 
 // Freezer: a frozen process accumulates no CPU; thawed it runs again. Frozen: a bounded 0.3 s
