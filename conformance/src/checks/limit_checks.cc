@@ -122,7 +122,6 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
         "(the cap: {:.2f}): too busy to tell a cap from none",
         *calib_share, cap_cpus);
   } else if (kernel_judges) {
-    double cap = static_cast<double>(millicores) / 1000.0;
     double bound =
         *throttled_cpu + thr > 0 ? *throttled_cpu / (*throttled_cpu + thr) : 0;
     v.evidence["throttled_seconds"] = thr;
@@ -135,7 +134,7 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
       bad.push_back(
           "the quota never throttled the work (throttled 0 s in the target's usage "
           "report): no cap bit");
-    } else if (bound < cap * 0.8) {
+    } else if (bound < cap_cpus * 0.8) {
       bad.push_back(fmt::format(
           "a quota of at most {:.2f} of a CPU held the work, less than the {} millicores asked "
           "for (a cap below the requested one)",
@@ -157,11 +156,10 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
   }
   // ... and never above it: the capped run's host CPU share (cgroup CPU seconds / wall).
   if (share && millicores > 0) {
-    double cap = static_cast<double>(millicores) / 1000.0;
-    if (*share > cap * 1.15 + 0.02) {
+    if (*share > cap_cpus * 1.15 + 0.02) {
       bad.push_back(
           fmt::format("it got {:.2f} of a CPU (the target's usage report) under a {:.2f} CPU cap",
-                      *share, cap));
+                      *share, cap_cpus));
     }
   }
   if (!bad.empty()) {

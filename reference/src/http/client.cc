@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "host/fd.h"
 #include "sbx/http_client.h"
 
 namespace sbx::http {
@@ -21,26 +22,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Closes the socket it holds (this module links nothing but sbx_common).
-class Socket {
- public:
-  Socket() = default;
-  explicit Socket(int fd) : fd_(fd) {}
-  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Socket& operator=(Socket&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  ~Socket() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_ = -1;
-};
+// host::UniqueFd is header-only: this module still links nothing but sbx_common.
+using Socket = host::UniqueFd;
 
 struct Deadline {
   Clock::time_point at;
