@@ -1,5 +1,3 @@
-// Over 600 lines (issue 15, open): the exec loop it shares in shape with oci_container.cc is
-// to move into one implementation; until then it stays here, whole.
 #include "backend/native_instance.h"
 
 #include <fcntl.h>
@@ -9,7 +7,6 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "../../init/init_protocol.h"
+#include "backend/command_watch.h"
 #include "host/process_stamp.h"
 #include "host/seccomp.h"
 
@@ -75,12 +73,6 @@ Status MkdirP(const std::string& path, mode_t mode) {
   return ErrnoStatus("mkdir " + path);
 }
 
-void AppendTail(std::string* tail, int64_t* total, const char* data, size_t n) {
-  *total += static_cast<int64_t>(n);
-  tail->append(data, n);
-  if (tail->size() > kOutputTailBytes) tail->erase(0, tail->size() - kOutputTailBytes);
-}
-
 // Receives one packet from init (header + optional text), waiting up to timeout_ms.
 // Returns false on timeout, EOF or error.
 bool RecvPacket(int fd, int timeout_ms, ip::Header* h, std::string* text) {
@@ -93,14 +85,6 @@ bool RecvPacket(int fd, int timeout_ms, ip::Header* h, std::string* text) {
   std::memcpy(h, buf, sizeof *h);
   if (text) text->assign(buf + sizeof *h, static_cast<size_t>(n) - sizeof *h);
   return true;
-}
-
-int64_t DiskFree(pid_t init_pid, int64_t* used) {
-  struct statfs st;
-  std::string p = fmt::format("/proc/{}/root/work", init_pid);
-  if (statfs(p.c_str(), &st) != 0) return -1;
-  if (used) *used = static_cast<int64_t>((st.f_blocks - st.f_bfree) * st.f_bsize);
-  return static_cast<int64_t>(st.f_bavail * st.f_bsize);
 }
 
 }  // namespace
@@ -439,84 +423,22 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
 
   // LC-5 execute with the timeout armed; watch output, the exit, OOM and the disk quota.
   auto t_exec = Clock::now();
-  auto deadline = t_exec + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(exec.timeout_s));
-  Clock::time_point kill_at = Clock::time_point::max();
-  bool exited = false, timed_out = false, oom = false, disk_full = false;
-  int wait_status = 0;
-  size_t stdin_off = 0;
-  if (exec.stdin_data.empty()) in_w.Reset();
-  else fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
-  int oom_fd = cgroup_->OomEventFd();
-  (void)cgroup_->TakeOomEvent();  // a wake-up left from an earlier command is not this one's
-  auto last_disk_check = t_exec;
-  char buf[65536];
-
-  auto read_some = [&](host::UniqueFd& fd, std::string* tail, int64_t* total) {
-    ssize_t n = read(fd.get(), buf, sizeof buf);
-    if (n > 0) AppendTail(tail, total, buf, static_cast<size_t>(n));
-    else if (n == 0 || (errno != EAGAIN && errno != EINTR)) fd.Reset();
+  WatchHooks hooks;
+  hooks.terminate = [this] { SignalAll(SIGTERM); };
+  hooks.kill = [this]() -> std::optional<std::chrono::milliseconds> {
+    SignalAll(SIGKILL);
+    return std::nullopt;
   };
-
-  while (!exited) {
-    auto now = Clock::now();
-    if (!timed_out && now >= deadline) {
-      // RES-5: SIGTERM to everything in the sandbox, then SIGKILL after the grace period.
-      timed_out = true;
-      SignalAll(SIGTERM);
-      kill_at = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(exec.grace_s));
-    }
-    if (now >= kill_at) {
-      SignalAll(SIGKILL);
-      kill_at = Clock::time_point::max();
-    }
-    if (now - last_disk_check > std::chrono::milliseconds(50)) {
-      last_disk_check = now;
-      int64_t free_bytes = DiskFree(init_pid_, nullptr);
-      if (free_bytes >= 0 && free_bytes < 64 * 1024 && !disk_full) {
-        disk_full = true;  // RES-3, RES-8: the scratch quota is exhausted: end the sandbox.
-        SignalAll(SIGKILL);
-      }
-    }
-    auto until = std::min(timed_out ? kill_at : deadline, now + std::chrono::milliseconds(50));
-    int wait_ms = static_cast<int>(std::max<int64_t>(
-        0, std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count() + 1));
-    struct pollfd p[5];
-    int np = 0;
-    p[np++] = {ctl_.get(), POLLIN, 0};
-    int i_out = out_r.valid() ? np : -1;
-    if (out_r.valid()) p[np++] = {out_r.get(), POLLIN, 0};
-    int i_err = err_r.valid() ? np : -1;
-    if (err_r.valid()) p[np++] = {err_r.get(), POLLIN, 0};
-    int i_oom = (oom_fd >= 0 && !oom) ? np : -1;
-    if (i_oom >= 0) p[np++] = {oom_fd, POLLIN, 0};
-    int i_in = in_w.valid() ? np : -1;
-    if (in_w.valid()) p[np++] = {in_w.get(), POLLOUT, 0};
-    int rc = poll(p, static_cast<nfds_t>(np), wait_ms);
-    if (rc < 0 && errno != EINTR) {
-      Status failed = ErrnoStatus("poll");
-      SignalAll(SIGKILL);  // nothing of a command we stopped watching keeps running
-      return failed;
-    }
-    if (rc <= 0) continue;
-    if (i_out >= 0 && (p[i_out].revents & (POLLIN | POLLHUP))) read_some(out_r, &r.stdout_tail, &r.stdout_bytes);
-    if (i_err >= 0 && (p[i_err].revents & (POLLIN | POLLHUP))) read_some(err_r, &r.stderr_tail, &r.stderr_bytes);
-    if (i_in >= 0 && (p[i_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      ssize_t n = write(in_w.get(), exec.stdin_data.data() + stdin_off, exec.stdin_data.size() - stdin_off);
-      if (n > 0) stdin_off += static_cast<size_t>(n);
-      if (n < 0 || stdin_off >= exec.stdin_data.size()) in_w.Reset();
-    }
-    if (i_oom >= 0 && (p[i_oom].revents & POLLIN)) {
-      (void)cgroup_->TakeOomEvent();
-      // RES-2, RES-8, FAIL-3: the limit was breached. v1: the breaching task waits in the kernel
-      // (the OOM killer is disabled for the cgroup) and nothing of the sandbox runs past it;
-      // v2: the kernel killed the whole group. Either way the sandbox ends whole, now.
-      if (cgroup_->UnderOom() || cgroup_->OomKills() > oom_kills_seen_) {
-        oom = true;
-        SignalAll(SIGKILL);
-      }
-    }
-    if (p[0].revents & POLLIN) {
+  hooks.end_sandbox = [this] { SignalAll(SIGKILL); };
+  hooks.disk_free = [this](int64_t* used) { return WorkDiskFree(init_pid_, used); };
+  hooks.oom_breached = [this] { return cgroup_->UnderOom() || cgroup_->OomKills() > oom_kills_seen_; };
+  CommandWatch watch(exec, cgroup_.get(), std::move(hooks),
+                     {std::move(in_w), std::move(out_r), std::move(err_r)}, &r);
+  bool exited = false;
+  int wait_status = 0;
+  // The exit comes from sbx-init, as a message on the control socket.
+  auto on_control = [&](short revents) -> Status {
+    if (revents & POLLIN) {
       ip::Header eh{};
       if (!NextMessage(0, &eh)) {
         crashed_ = true;
@@ -528,75 +450,39 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
       } else {
         Dispatch(eh);
       }
-    } else if (p[0].revents & (POLLHUP | POLLERR)) {
+    } else if (revents & (POLLHUP | POLLERR)) {
       crashed_ = true;
       return Status(Code::kToolError, "sandbox init exited during the command");
     }
-  }
-  if (timed_out) {
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(watch.Run([&] { return std::vector<WatchSource>{{ctl_.get(), POLLIN, on_control}}; },
+                            [&] { return exited; }));
+  if (watch.timed_out()) {
     // RES-5: the main process is gone, but what it started got only SIGTERM. Give it the rest
     // of the grace period, then SIGKILL everything, and wait until the cgroup is empty.
-    while (Clock::now() < kill_at && !cgroup_->Empty()) usleep(2000);
+    while (Clock::now() < watch.grace_end() && !cgroup_->Empty()) usleep(2000);
     SignalAll(SIGKILL);
     (void)cgroup_->KillAll(2.0);
   }
   r.seconds = Since(t_exec);
   r.stages.execute = r.seconds;
 
-  // LC-6 collect: what the pipes still hold (background processes may keep them open: wait a
-  // little for EOF, not for them), then usage read from the cgroup, never from inside.
+  // LC-6 collect: what the pipes still hold, then usage read from the cgroup, never from inside.
   auto t_collect = Clock::now();
-  auto drain_until = Clock::now() + std::chrono::milliseconds(20);
-  for (auto* fdp : {&out_r, &err_r}) fcntl(fdp->get(), F_SETFL, O_NONBLOCK);
-  while ((out_r.valid() || err_r.valid()) && Clock::now() < drain_until) {
-    struct pollfd p[2];
-    int np = 0;
-    if (out_r.valid()) p[np++] = {out_r.get(), POLLIN, 0};
-    if (err_r.valid()) p[np++] = {err_r.get(), POLLIN, 0};
-    if (poll(p, static_cast<nfds_t>(np), 5) <= 0) continue;
-    if (out_r.valid()) read_some(out_r, &r.stdout_tail, &r.stdout_bytes);
-    if (err_r.valid()) read_some(err_r, &r.stderr_tail, &r.stderr_bytes);
-  }
-  host::CgroupUsage u = cgroup_->Usage();
-  r.usage.cpu_seconds = u.cpu_seconds - before.cpu_seconds;
-  r.usage.memory_peak_bytes = u.memory_peak_bytes;
-  r.usage.oom_kills = u.oom_kills - oom_kills_seen_;
-  r.usage.pids_peak = u.pids_peak;
-  r.usage.throttled_seconds = u.throttled_seconds - before.throttled_seconds;
-  int64_t used = 0;
-  int64_t free_bytes = DiskFree(init_pid_, &used);
-  r.usage.disk_used_bytes = used;
-  if (free_bytes >= 0 && free_bytes < 64 * 1024) disk_full = true;
-  if (r.usage.oom_kills > 0) oom = true;  // the eventfd can lose the race with the exit
-  // A process the command left behind waits in OOM (v1): the limit was breached all the same.
-  if (cgroup_->UnderOom()) oom = true;
-  oom_kills_seen_ = u.oom_kills;
-
-  if (WIFEXITED(wait_status)) {
-    r.exit_code = WEXITSTATUS(wait_status);
-  } else if (WIFSIGNALED(wait_status)) {
-    r.signal = WTERMSIG(wait_status);
-    r.exit_code = 128 + r.signal;
-  }
-  if (oom) {
+  watch.Drain();
+  watch.CollectUsage(before, &oom_kills_seen_, true);
+  SetExit(wait_status, &r);
+  if (watch.oom()) {
     SignalAll(SIGKILL);
     crashed_ = true;
-    r.status = ExecStatus::kResourceExceeded;
-    r.state = SandboxState::kCrashed;
-    r.reason = fmt::format("memory limit {} bytes exceeded: OOM kill (RES-2)", limits_.memory_bytes);
-    r.error_code = "memory_limit";
-  } else if (disk_full) {
+    SetMemoryExceeded(limits_.memory_bytes, &r);
+  } else if (watch.disk_full()) {
     SignalAll(SIGKILL);
     crashed_ = true;
-    r.status = ExecStatus::kResourceExceeded;
-    r.state = SandboxState::kCrashed;
-    r.reason = fmt::format("disk quota {} bytes exhausted (RES-3)", limits_.disk_bytes);
-    r.error_code = "disk_limit";
-  } else if (timed_out) {
-    r.status = ExecStatus::kTimeout;
-    r.reason = fmt::format("timeout after {:.3g} s: SIGTERM, then SIGKILL after {:.3g} s (RES-5)",
-                           exec.timeout_s, exec.grace_s);
-    r.error_code = "timeout";
+    SetDiskExceeded(limits_.disk_bytes, &r);
+  } else if (watch.timed_out()) {
+    SetTimedOut(exec, &r);
   }
   if (crashed_) r.state = SandboxState::kCrashed;
   r.stages.collect = Since(t_collect);

@@ -232,6 +232,16 @@ bool Cgroup::TakeOomEvent() {
 
 CgroupUsage Cgroup::Usage() const { return impl_->driver->Usage(impl_->dirs); }
 
+int64_t Cgroup::PidsMaxRefusals() const {
+  for (const std::string& dir : impl_->dirs.dirs) {
+    StatusOr<std::string> text = cgroup_internal::ReadFile(dir + "/pids.events");
+    if (!text.ok()) continue;
+    auto pos = text->find("max ");
+    if (pos != std::string::npos) return std::atoll(text->c_str() + pos + 4);
+  }
+  return 0;
+}
+
 std::vector<pid_t> Cgroup::Pids() const { return impl_->Pids(); }
 
 bool Cgroup::Empty() const { return impl_->Pids().empty(); }

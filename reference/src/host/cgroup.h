@@ -142,6 +142,9 @@ class Cgroup {
   bool TakeOomEvent();
 
   CgroupUsage Usage() const;
+  // How often pids.max refused a fork in this cgroup (v1 and v2 pids.events "max N"); 0 if
+  // unknown (RES-4).
+  int64_t PidsMaxRefusals() const;
   std::vector<pid_t> Pids() const;
   bool Empty() const;
 
