@@ -8,6 +8,7 @@
 #include <set>
 
 #include "host/sha256.h"
+#include "sbx/ascii.h"
 
 namespace sbx::api {
 namespace {
@@ -99,9 +100,9 @@ Authenticator::Result Authenticator::Authenticate(const std::string* authorizati
   if (authorization == nullptr) return Result::kMissing;
   std::string_view v = *authorization;
   constexpr std::string_view kScheme = "bearer";
-  if (v.size() <= kScheme.size() || v[kScheme.size()] != ' ') return Result::kMissing;
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(v[i])) != kScheme[i]) return Result::kMissing;
+  if (v.size() <= kScheme.size() || v[kScheme.size()] != ' ' ||
+      !EqualsIgnoreCase(v.substr(0, kScheme.size()), kScheme)) {
+    return Result::kMissing;
   }
   std::string_view token = v.substr(kScheme.size());
   while (!token.empty() && token.front() == ' ') token.remove_prefix(1);

@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "api/http_message.h"
+#include "sbx/ascii.h"
 
 namespace sbx::api {
 namespace {
@@ -40,20 +41,6 @@ bool IsTchar(unsigned char c) {
 
 // Field values: HTAB, SP, visible ASCII and obs-text; never NUL, CR, LF, other controls or DEL.
 bool IsFieldValueChar(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
-bool EqualsNoCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
-           return std::tolower(x) == std::tolower(y);
-         });
-}
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -175,7 +162,7 @@ HeadParse ParseHead(std::string_view head, const ParseLimits& limits) {
       out.error = Error(431, fmt::format("more than {} header fields", limits.max_headers));
       return out;
     }
-    std::string lname = Lower(name);
+    std::string lname = AsciiLower(name);
     if (lname == "content-length") {
       ++n_content_length;
       size_t n = 0;
@@ -198,8 +185,8 @@ HeadParse ParseHead(std::string_view head, const ParseLimits& limits) {
       while (!list.empty()) {
         size_t comma = list.find(',');
         std::string_view tok = Trim(list.substr(0, comma));
-        if (EqualsNoCase(tok, "close")) has_close = true;
-        if (EqualsNoCase(tok, "keep-alive")) has_keep_alive = true;
+        if (EqualsIgnoreCase(tok, "close")) has_close = true;
+        if (EqualsIgnoreCase(tok, "keep-alive")) has_keep_alive = true;
         if (comma == std::string_view::npos) break;
         list.remove_prefix(comma + 1);
       }
@@ -233,7 +220,7 @@ HeadParse ParseHead(std::string_view head, const ParseLimits& limits) {
     return out;
   }
   if (has_expect) {
-    if (!EqualsNoCase(expect, "100-continue")) {
+    if (!EqualsIgnoreCase(expect, "100-continue")) {
       out.error = Error(417, "only 'Expect: 100-continue' is understood");
       return out;
     }

@@ -2,10 +2,8 @@
 #include <fmt/format.h>
 #include <time.h>
 
-#include <algorithm>
-#include <cctype>
-
 #include "api/http_message.h"
+#include "sbx/ascii.h"
 
 namespace sbx::api {
 namespace {
@@ -17,16 +15,6 @@ std::string HttpDate() {
   gmtime_r(&now, &tm);
   size_t n = strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
   return std::string(buf, n);
-}
-
-bool HasHeader(const std::vector<HttpHeader>& headers, std::string_view lower) {
-  return std::any_of(headers.begin(), headers.end(), [&](const HttpHeader& h) {
-    if (h.name.size() != lower.size()) return false;
-    for (size_t i = 0; i < lower.size(); ++i) {
-      if (std::tolower(static_cast<unsigned char>(h.name[i])) != lower[i]) return false;
-    }
-    return true;
-  });
 }
 
 }  // namespace
@@ -89,7 +77,7 @@ std::string SerializeResponse(const HttpResponse& r, bool keep_alive) {
     out += fmt::format("Content-Type: {}\r\nContent-Length: {}\r\n", r.content_type, r.body.size());
   }
   out += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
-  if (!HasHeader(r.headers, "cache-control")) out += "Cache-Control: no-store\r\n";
+  if (!HasFieldNamed(r.headers, "cache-control")) out += "Cache-Control: no-store\r\n";
   out += "X-Content-Type-Options: nosniff\r\n";
   for (const auto& h : r.headers) out += fmt::format("{}: {}\r\n", h.name, h.value);
   out += "\r\n";

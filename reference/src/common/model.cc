@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sbx/ascii.h"
 #include "sbx/units.h"
 
 namespace sbx {
@@ -167,7 +168,7 @@ Status ValidateRule(EgressRule& r) {
   if (r.hosts.empty()) return InvalidArgument("egress rule: no hosts");
   if (r.ports.empty()) return InvalidArgument("egress rule: no ports");
   for (auto& h : r.hosts) {
-    std::transform(h.begin(), h.end(), h.begin(), [](unsigned char c) { return std::tolower(c); });
+    h = AsciiLower(h);
     if (!ValidHostName(h)) {
       return InvalidArgument(fmt::format(
           "egress rule host '{}' is not a full host name (no IP literals, no wildcards)", h));
@@ -310,8 +311,7 @@ Status ParseHostFlag(std::string_view text, std::string* name, std::string* addr
   if (eq == std::string_view::npos || eq == 0) {
     return InvalidArgument(fmt::format("--host '{}': expected NAME=ADDR:PORT", text));
   }
-  *name = std::string(text.substr(0, eq));
-  std::transform(name->begin(), name->end(), name->begin(), [](unsigned char c) { return std::tolower(c); });
+  *name = AsciiLower(text.substr(0, eq));
   std::string_view ap = text.substr(eq + 1);
   size_t colon = ap.rfind(':');
   if (colon == std::string_view::npos || colon == 0) {

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "host/fd.h"
+#include "sbx/ascii.h"
 #include "sbx/http_client.h"
 
 namespace sbx::http {
@@ -107,15 +108,6 @@ std::string HostHeader(const Endpoint& ep) {
   return ep.port == 80 ? host : fmt::format("{}:{}", host, ep.port);
 }
 
-bool HasField(const std::vector<Field>& headers, std::string_view lower) {
-  return std::any_of(headers.begin(), headers.end(), [&](const Field& h) {
-    return h.name.size() == lower.size() &&
-           std::equal(h.name.begin(), h.name.end(), lower.begin(), [](char a, char b) {
-             return std::tolower(static_cast<unsigned char>(a)) == b;
-           });
-  });
-}
-
 }  // namespace
 
 std::string Endpoint::ToString() const {
@@ -192,7 +184,7 @@ StatusOr<Response> Call(const Endpoint& ep, const Request& req, const CallOption
                                 req.method, ep.base_path, req.path, HostHeader(ep));
   for (const auto& h : req.headers) out += fmt::format("{}: {}\r\n", h.name, h.value);
   if ((!req.body.empty() || req.method == "POST" || req.method == "PUT") &&
-      !HasField(req.headers, "content-length")) {
+      !HasFieldNamed(req.headers, "content-length")) {
     out += fmt::format("Content-Length: {}\r\n", req.body.size());
   }
   out += "\r\n";

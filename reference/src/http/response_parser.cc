@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "sbx/ascii.h"
 #include "sbx/http_client.h"
 
 namespace sbx::http {
@@ -19,12 +20,6 @@ ResponseOutcome Error(std::string message) {
   return o;
 }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 std::string_view TrimBlanks(std::string_view v) {
   while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
@@ -127,7 +122,7 @@ ResponseOutcome ParseResponse(std::string_view buf, bool eof, size_t max_body_by
       pos = e + 2;
       size_t colon = line.find(':');
       if (colon == std::string_view::npos || colon == 0) return Error("malformed header field");
-      std::string name = Lower(line.substr(0, colon));
+      std::string name = AsciiLower(line.substr(0, colon));
       std::string_view value = TrimBlanks(line.substr(colon + 1));
       if (name == "content-length") {
         size_t n = 0;
@@ -140,12 +135,12 @@ ResponseOutcome ParseResponse(std::string_view buf, bool eof, size_t max_body_by
         has_length = true;
       } else if (name == "transfer-encoding") {
         // "chunked" alone is a framing this client reads; gzip or a list of codings is refused.
-        if (Lower(value) != "chunked") {
+        if (AsciiLower(value) != "chunked") {
           return Error(fmt::format("transfer coding \"{}\" is not supported", value.substr(0, 40)));
         }
         chunked = true;
       } else if (name == "connection") {
-        if (Lower(value).find("close") != std::string::npos) resp.keep_alive = false;
+        if (AsciiLower(value).find("close") != std::string::npos) resp.keep_alive = false;
       }
       resp.headers.push_back({std::move(name), std::string(value)});
     }
