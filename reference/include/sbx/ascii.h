@@ -1,4 +1,4 @@
-// ASCII case folding for protocol tokens (HTTP field names and tokens, auth schemes, host
+// ASCII case folding and token characters for protocol tokens (HTTP field names and tokens, auth schemes, host
 // names): locale-free and byte-exact, so a non-ASCII byte is never folded. One copy for the
 // HTTP server (api/), the HTTP client (http/) and the model's host names.
 #pragma once
@@ -21,6 +21,18 @@ inline bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return AsciiLower(x) == AsciiLower(y);
          });
+}
+
+// RFC 9110 5.6.2 tchar: what a token (a method, a field name) may be made of.
+inline bool IsHttpTokenChar(char c) {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  switch (c) {
+    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
+    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+      return true;
+    default:
+      return false;
+  }
 }
 
 // Whether a field named `name` (any case) is in `fields` (anything with a .name).

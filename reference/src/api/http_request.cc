@@ -15,30 +15,6 @@ constexpr std::string_view kHeadEnd = "\r\n\r\n";
 constexpr size_t kMaxMethodLen = 20;
 
 // RFC 9110 tchar.
-bool IsTchar(unsigned char c) {
-  if (std::isalnum(c)) return true;
-  switch (c) {
-    case '!':
-    case '#':
-    case '$':
-    case '%':
-    case '&':
-    case '\'':
-    case '*':
-    case '+':
-    case '-':
-    case '.':
-    case '^':
-    case '_':
-    case '`':
-    case '|':
-    case '~':
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Field values: HTAB, SP, visible ASCII and obs-text; never NUL, CR, LF, other controls or DEL.
 bool IsFieldValueChar(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
 
@@ -148,7 +124,7 @@ HeadParse ParseHead(std::string_view head, const ParseLimits& limits) {
     }
     std::string_view name = line.substr(0, colon);
     if (!std::all_of(name.begin(), name.end(),
-                     [](char c) { return IsTchar(static_cast<unsigned char>(c)); })) {
+                     [](char c) { return IsHttpTokenChar(c); })) {
       out.error = Error(400, "invalid character in a header field name");
       return out;
     }

@@ -29,6 +29,12 @@ TEST(Ascii, EqualsIgnoreCaseComparesWholeStrings) {
   EXPECT_FALSE(EqualsIgnoreCase("[", "{"));
 }
 
+TEST(Ascii, HttpTokenCharsAreRfc9110s) {
+  for (char c : std::string("azAZ09!#$%&'*+-.^_`|~")) EXPECT_TRUE(IsHttpTokenChar(c)) << c;
+  for (char c : std::string(" \t\"(),/:;<=>?@[\\]{}\x7f\x80\xff")) EXPECT_FALSE(IsHttpTokenChar(c)) << int(c);
+  EXPECT_FALSE(IsHttpTokenChar('\0'));
+}
+
 TEST(Ascii, HasFieldNamedMatchesAnyCase) {
   std::vector<NamedField> fields = {{"Host"}, {"CONTENT-LENGTH"}};
   EXPECT_TRUE(HasFieldNamed(fields, "content-length"));

@@ -5,6 +5,7 @@
 
 #include "net/host_name.h"
 #include "net/ldns_include.h"
+#include "sbx/ascii.h"
 
 namespace sbx::net {
 namespace {
@@ -88,7 +89,7 @@ DnsOutcome AnswerDnsQuery(std::string_view query,
 
   std::unique_ptr<char, FreeDeleter> text(ldns_rdf2str(ldns_rr_owner(question)));
   if (!text) return out;
-  std::string name = LowerAscii(text.get());
+  std::string name = AsciiLower(text.get());
   if (!name.empty() && name.back() == '.') name.pop_back();
   out.name = name;
   out.qtype = static_cast<uint16_t>(ldns_rr_get_type(question));

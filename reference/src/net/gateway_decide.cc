@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "net/sock_util.h"
+#include "sbx/ascii.h"
 
 namespace sbx::net {
 namespace {
@@ -72,7 +73,7 @@ Verdict DecideTls(SniStatus status, const ClientHelloInfo& hello, uint32_t dst_a
   std::string literal = fmt::format("{}:{}", Ipv4String(dst_addr), dst_port);
   if (status != SniStatus::kComplete) return Deny(literal, "not a TLS ClientHello");
   if (!hello.has_sni) return Deny(literal, "ClientHello without SNI");
-  std::string sni = LowerAscii(hello.sni);
+  std::string sni = AsciiLower(hello.sni);
   std::string dest = ValidHostName(sni) ? fmt::format("{}:{}", sni, dst_port) : literal;
   // SECURITY: with ECH the outer SNI is not the name the server acts on.
   if (hello.has_ech) return Deny(dest, "encrypted ClientHello (ECH)");

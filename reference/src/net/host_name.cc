@@ -4,14 +4,6 @@
 
 namespace sbx::net {
 
-std::string LowerAscii(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
 bool ValidHostName(std::string_view h) {
   if (h.empty() || h.size() > 253) return false;
   if (LooksLikeIpLiteral(h)) return false;

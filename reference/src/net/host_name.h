@@ -1,14 +1,12 @@
 // Host names and IP literals as the gateway compares them (EGR-1, EGR-3). Pure; no dependency
-// beyond the standard library, so the parsers that use it build alone for fuzzing.
+// beyond the standard library (and header-only sbx/ascii.h, whose AsciiLower folds host names),
+// so the parsers that use it build alone for fuzzing.
 #pragma once
 
 #include <string>
 #include <string_view>
 
 namespace sbx::net {
-
-// ASCII lower case (host names are ASCII; anything else never matches a rule).
-std::string LowerAscii(std::string_view s);
 
 // RFC 1123 host name of at most 253 characters, labels of 1..63 [a-z0-9-] not starting or
 // ending with '-', lower case. IP literals (see below) are not host names.

@@ -3,44 +3,10 @@
 #include <charconv>
 
 #include "net/host_name.h"
+#include "sbx/ascii.h"
 
 namespace sbx::net {
 namespace {
-
-bool IsTchar(char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  switch (c) {
-    case '!':
-    case '#':
-    case '$':
-    case '%':
-    case '&':
-    case '\'':
-    case '*':
-    case '+':
-    case '-':
-    case '.':
-    case '^':
-    case '_':
-    case '`':
-    case '|':
-    case '~':
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool IEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
 
 std::string_view TrimOws(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -76,7 +42,7 @@ bool ParseHostField(std::string_view v, HttpRequestHead* out) {
     }
     for (char c : host) {
       // reg-name characters only; no userinfo ('@'), no path, no spaces.
-      bool ok = IsTchar(c) && c != '%' && c != '|' && c != '`' && c != '^';
+      bool ok = IsHttpTokenChar(c) && c != '%' && c != '|' && c != '`' && c != '^';
       if (!ok) return false;
     }
     out->host_is_ip_literal = LooksLikeIpLiteral(host);
@@ -88,7 +54,7 @@ bool ParseHostField(std::string_view v, HttpRequestHead* out) {
     if (ec != std::errc() || ptr != port.data() + port.size() || p < 1 || p > 65535) return false;
     out->host_port = p;
   }
-  out->host = LowerAscii(host);
+  out->host = AsciiLower(host);
   return true;
 }
 
@@ -154,7 +120,7 @@ HttpHeadStatus ParseHttpRequestHead(std::string_view data, HttpRequestHead* out,
     if (colon == std::string_view::npos || colon == 0) return Fail(error, "field without name");
     std::string_view name = fl.substr(0, colon);
     for (char c : name) {
-      if (!IsTchar(c)) return Fail(error, "bad character in field name");
+      if (!IsHttpTokenChar(c)) return Fail(error, "bad character in field name");
     }
     std::string_view value = TrimOws(fl.substr(colon + 1));
     for (char c : value) {
@@ -164,10 +130,10 @@ HttpHeadStatus ParseHttpRequestHead(std::string_view data, HttpRequestHead* out,
     if (h.fields.size() >= 100) return Fail(error, "too many header fields");
     h.fields.emplace_back(std::string(name), std::string(value));
 
-    if (IEquals(name, "host")) {
+    if (EqualsIgnoreCase(name, "host")) {
       if (++h.host_fields > 1) return Fail(error, "more than one Host field");
       if (!ParseHostField(value, &h)) return Fail(error, "bad Host field");
-    } else if (IEquals(name, "content-length")) {
+    } else if (EqualsIgnoreCase(name, "content-length")) {
       if (++h.content_length_fields > 1) return Fail(error, "more than one Content-Length field");
       uint64_t n = 0;
       auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
@@ -175,7 +141,7 @@ HttpHeadStatus ParseHttpRequestHead(std::string_view data, HttpRequestHead* out,
         return Fail(error, "bad Content-Length");
       }
       h.content_length = n;
-    } else if (IEquals(name, "transfer-encoding")) {
+    } else if (EqualsIgnoreCase(name, "transfer-encoding")) {
       h.has_transfer_encoding = true;
     }
   }
@@ -193,9 +159,9 @@ std::string UpstreamHead(const HttpRequestHead& head) {
   s += head.version;
   s += "\r\n";
   for (const auto& [name, value] : head.fields) {
-    if (IEquals(name, "connection") || IEquals(name, "keep-alive") ||
-        IEquals(name, "proxy-connection") || IEquals(name, "proxy-authorization") ||
-        IEquals(name, "te") || IEquals(name, "upgrade")) {
+    if (EqualsIgnoreCase(name, "connection") || EqualsIgnoreCase(name, "keep-alive") ||
+        EqualsIgnoreCase(name, "proxy-connection") || EqualsIgnoreCase(name, "proxy-authorization") ||
+        EqualsIgnoreCase(name, "te") || EqualsIgnoreCase(name, "upgrade")) {
       continue;
     }
     s += name;

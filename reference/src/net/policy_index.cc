@@ -1,4 +1,5 @@
 #include "net/policy_index.h"
+#include "sbx/ascii.h"
 
 #include <fmt/format.h>
 
@@ -44,7 +45,7 @@ Status ValidatePolicy(const EgressPolicy& policy, const std::map<std::string, st
     for (const std::string& h : r.hosts) {
       // SECURITY: rules name hosts, never addresses (EGR-1, EGR-3); a rule host that were an IP
       // literal would let "connect to that address" through the name-based path.
-      if (h != LowerAscii(h) || !ValidHostName(h)) {
+      if (h != AsciiLower(h) || !ValidHostName(h)) {
         return InvalidArgument(
             fmt::format("egress rule host '{}' is not a lower-case full host name", h));
       }
@@ -55,7 +56,7 @@ Status ValidatePolicy(const EgressPolicy& policy, const std::map<std::string, st
     }
   }
   for (const auto& [name, where] : hosts) {
-    if (!ValidHostName(LowerAscii(name))) {
+    if (!ValidHostName(AsciiLower(name))) {
       return InvalidArgument(fmt::format("service directory name '{}' is not a host name", name));
     }
     ASSIGN_OR_RETURN(Upstream u, ParseHostPort(where));
@@ -69,7 +70,7 @@ PolicyIndex::PolicyIndex(const EgressPolicy& policy,
                          const std::map<std::string, std::string>& hosts) {
   for (const EgressRule& r : policy.rules) {
     for (const std::string& h : r.hosts) {
-      std::string host = LowerAscii(h);
+      std::string host = AsciiLower(h);
       names_.insert(host);
       for (int p : r.ports) {
         rules_.emplace(std::make_tuple(r.kind, host, p), fmt::format("{} {}:{}", r.kind, host, p));
@@ -78,23 +79,23 @@ PolicyIndex::PolicyIndex(const EgressPolicy& policy,
   }
   for (const auto& [name, where] : hosts) {
     auto u = ParseHostPort(where);
-    if (u.ok()) directory_[LowerAscii(name)] = *u;
+    if (u.ok()) directory_[AsciiLower(name)] = *u;
   }
 }
 
 bool PolicyIndex::NameAllowed(std::string_view name) const {
-  return names_.count(LowerAscii(name)) > 0;
+  return names_.count(AsciiLower(name)) > 0;
 }
 
 std::optional<std::string> PolicyIndex::Match(std::string_view kind, std::string_view host,
                                               int port) const {
-  auto it = rules_.find(std::make_tuple(std::string(kind), LowerAscii(host), port));
+  auto it = rules_.find(std::make_tuple(std::string(kind), AsciiLower(host), port));
   if (it == rules_.end()) return std::nullopt;
   return it->second;
 }
 
 Upstream PolicyIndex::UpstreamFor(std::string_view host, int port) const {
-  std::string h = LowerAscii(host);
+  std::string h = AsciiLower(host);
   auto it = directory_.find(h);
   if (it != directory_.end()) return it->second;
   return Upstream{h, port};
