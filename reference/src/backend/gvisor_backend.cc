@@ -177,24 +177,35 @@ class GvisorBackend final : public Backend {
     if (rt_.binary.empty()) return Unsupported("runsc is not installed (apt-get install runsc)");
     rt_.root = ctx_.state_dir + "/runsc";
 
-    auto listed = RunCommand(SpawnPlan{.argv = {rt_.binary, "help", "platforms"}}, 10);
-    if (!listed.ok()) return listed.status();
+    const std::string state_root = std::filesystem::path(ctx_.state_dir).parent_path().string();
+    // runsc's platform list: a Go binary's start (tens of ms, on every runtime open) for an
+    // answer that changes only with the binary, so it is remembered like the probe (issue 16).
+    const std::string list_cache = state_root + "/probe-gvisor-platforms.json";
+    const std::string list_key = ProbeKey(rt_.binary, "help platforms");
+    std::string platforms;
+    if (auto hit = ReadProbeCache(list_cache, list_key); hit && hit->value("ok", false)) {
+      platforms = hit->value("platforms", "");
+    } else {
+      auto listed = RunCommand(SpawnPlan{.argv = {rt_.binary, "help", "platforms"}}, 10);
+      if (!listed.ok()) return listed.status();
+      platforms = listed->out;
+      if (listed->ok()) WriteProbeCache(list_cache, list_key, {{"ok", true}, {"platforms", platforms}});
+    }
     std::vector<std::string> candidates;
     const char* forced = std::getenv("SBX_GVISOR_PLATFORM");
     for (const char* p : kPlatformPreference) {
       bool has = false;
-      std::istringstream is(listed->out);
+      std::istringstream is(platforms);
       std::string w;
       while (is >> w) has = has || w == p;
       if (has && (!forced || !*forced || std::string(forced) == p)) candidates.push_back(p);
     }
     if (candidates.empty()) {
       return Unsupported(
-          fmt::format("no usable gVisor platform (runsc lists: {}{})", listed->out,
+          fmt::format("no usable gVisor platform (runsc lists: {}{})", platforms,
                       forced ? std::string(" ; SBX_GVISOR_PLATFORM=") + forced : ""));
     }
-    std::string cache =
-        std::filesystem::path(ctx_.state_dir).parent_path().string() + "/probe-gvisor.json";
+    std::string cache = state_root + "/probe-gvisor.json";
     std::string key = ProbeKey(rt_.binary, fmt::format("{}", fmt::join(candidates, ",")));
     if (auto hit = ReadProbeCache(cache, key)) {
       if (!hit->value("ok", false)) return Unsupported(hit->value("reason", "probe failed"));

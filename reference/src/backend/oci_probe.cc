@@ -39,7 +39,7 @@ std::optional<nlohmann::json> ReadProbeCache(const std::string& file, const std:
   // backends read must have its type.
   if (!a.contains("ok") || !a["ok"].is_boolean()) return std::nullopt;
   if (a.contains("unix_time") && !a["unix_time"].is_number()) return std::nullopt;
-  for (const char* k : {"version", "reason", "platform", "findings"}) {
+  for (const char* k : {"version", "reason", "platform", "findings", "platforms"}) {
     if (a.contains(k) && !a[k].is_string()) return std::nullopt;
   }
   if (!a["ok"].get<bool>() &&

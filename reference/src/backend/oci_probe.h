@@ -3,6 +3,7 @@
 // runtime opens on every sandboxctl call, so a successful probe is remembered per boot: in
 // <state root>/probe-<name>.json, keyed by the runtime binary's identity (path, size, mtime,
 // inode), the kernel release and the boot id. A changed binary, kernel or a reboot probes again.
+// gvisor also remembers `runsc help platforms` this way (probe-gvisor-platforms.json).
 // A failed probe is remembered for 10 minutes only (it may have been a passing condition), so a
 // broken runtime does not make every start pay its timeout.
 #pragma once
