@@ -40,6 +40,7 @@ TEST_F(ProbeCacheTest, DamagedOrMistypedFilesAreNoAnswer) {
            R"({"key":"k1","answer":{"ok":true,"version":7}})",
            R"({"key":"k1","answer":{"ok":false,"unix_time":"now"}})",
            R"({"key":"k1","answer":{"ok":true,"platform":["ptrace"]}})",
+           R"({"key":"k1","answer":{"ok":true,"platforms":["ptrace"]}})",
            R"({"key":1,"answer":{"ok":true}})"}) {
     Write(text);
     EXPECT_FALSE(ReadProbeCache(file_, "k1").has_value()) << text;
