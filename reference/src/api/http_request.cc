@@ -14,7 +14,6 @@ namespace {
 constexpr std::string_view kHeadEnd = "\r\n\r\n";
 constexpr size_t kMaxMethodLen = 20;
 
-// RFC 9110 tchar.
 // Field values: HTAB, SP, visible ASCII and obs-text; never NUL, CR, LF, other controls or DEL.
 bool IsFieldValueChar(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
 
@@ -123,8 +122,7 @@ HeadParse ParseHead(std::string_view head, const ParseLimits& limits) {
       return out;
     }
     std::string_view name = line.substr(0, colon);
-    if (!std::all_of(name.begin(), name.end(),
-                     [](char c) { return IsHttpTokenChar(c); })) {
+    if (!std::all_of(name.begin(), name.end(), IsHttpTokenChar)) {
       out.error = Error(400, "invalid character in a header field name");
       return out;
     }

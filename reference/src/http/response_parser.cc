@@ -135,7 +135,7 @@ ResponseOutcome ParseResponse(std::string_view buf, bool eof, size_t max_body_by
         has_length = true;
       } else if (name == "transfer-encoding") {
         // "chunked" alone is a framing this client reads; gzip or a list of codings is refused.
-        if (AsciiLower(value) != "chunked") {
+        if (!EqualsIgnoreCase(value, "chunked")) {
           return Error(fmt::format("transfer coding \"{}\" is not supported", value.substr(0, 40)));
         }
         chunked = true;
