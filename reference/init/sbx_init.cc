@@ -12,6 +12,14 @@
 //   SBDIR     host directory with empty "scratch" and "root" mount points
 //   PROCS     cgroup.procs files a command joins before exec (RES-1, RES-2, RES-4)
 // Statically linked: nothing of the host's libraries is needed after pivot_root.
+//
+// Agent mode (by the oci backend only): sbx-init --agent
+//   PID 1 of a crun/runc container: the OCI runtime built the root, the namespaces and the
+//   cgroup, and put this process under the container's seccomp filter (which every command
+//   inherits); the control socket is fd 3 (--preserve-fds). It only serves commands: the same
+//   protocol, the same ExecChild. It refuses to run without a seccomp filter in place. It holds
+//   CAP_SETUID, CAP_SETGID and CAP_SETPCAP only (to drop them in each command), as uid 0: a tool
+//   (uid 1000, no capabilities) can neither signal nor ptrace it.
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -215,10 +223,13 @@ void Send(uint32_t type, uint32_t id, int32_t a, int32_t b) {
   if (chdir("/work") != 0) goto fail;
   umask(022);
   {
-    // SECURITY: no_new_privs + the seccomp deny-list (compiled once by the supervisor).
+    // SECURITY: no_new_privs + the seccomp deny-list (compiled once by the supervisor; in agent
+    // mode the container's filter, inherited from init, is already in force).
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) goto fail;
-    struct sock_fprog prog = {static_cast<unsigned short>(g_filter.size()), g_filter.data()};
-    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) goto fail;
+    if (!g_filter.empty()) {
+      struct sock_fprog prog = {static_cast<unsigned short>(g_filter.size()), g_filter.data()};
+      if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) goto fail;
+    }
   }
   {
     sigset_t none;
@@ -389,15 +400,26 @@ void HandleControl() {
   for (int i = 0; i < nfds; ++i) close(fds[i]);
 }
 
+int Serve();
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 6 || getpid() != 1) {
+  const bool agent = argc == 2 && strcmp(argv[1], "--agent") == 0;
+  if ((argc < 6 && !agent) || getpid() != 1) {
     fprintf(stderr, "sbx-init: internal program of the sandcheck runtime; not for direct use\n");
     return 2;
   }
   prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
   fcntl(g_ctl, F_SETFD, FD_CLOEXEC);
+  if (agent) {
+    // SECURITY: the commands inherit init's filter: without one, refuse to serve.
+    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 2) {
+      errno = EPERM;
+      Fail("agent mode needs the container's seccomp filter");
+    }
+    return Serve();
+  }
   std::string sbdir = argv[5];
   for (int i = 6; i < argc; ++i) {
     int fd = open(argv[i], O_WRONLY | O_CLOEXEC);
@@ -414,7 +436,13 @@ int main(int argc, char** argv) {
   BuildRoot(lower.c_str(), disk.c_str(), sbdir);
   if (netmode == "new") LoopbackUp();
   Must(sethostname(hostname.c_str(), hostname.size()), "sethostname");
+  return Serve();
+}
 
+namespace {
+
+// Reports ready, then serves the supervisor until it goes away.
+int Serve() {
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
@@ -438,3 +466,5 @@ int main(int argc, char** argv) {
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) HandleControl();
   }
 }
+
+}  // namespace

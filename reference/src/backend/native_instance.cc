@@ -73,20 +73,6 @@ Status MkdirP(const std::string& path, mode_t mode) {
   return ErrnoStatus("mkdir " + path);
 }
 
-// Receives one packet from init (header + optional text), waiting up to timeout_ms.
-// Returns false on timeout, EOF or error.
-bool RecvPacket(int fd, int timeout_ms, ip::Header* h, std::string* text) {
-  struct pollfd p = {fd, POLLIN, 0};
-  int rc = poll(&p, 1, timeout_ms);
-  if (rc <= 0) return false;
-  char buf[4096];
-  ssize_t n = recv(fd, buf, sizeof buf, 0);
-  if (n < static_cast<ssize_t>(sizeof(ip::Header))) return false;
-  std::memcpy(h, buf, sizeof *h);
-  if (text) text->assign(buf + sizeof *h, static_cast<size_t>(n) - sizeof *h);
-  return true;
-}
-
 }  // namespace
 
 Limits DefaultedLimits(const Limits& in) {
@@ -127,7 +113,7 @@ StatusOr<std::unique_ptr<Instance>> Instance::Spawn(const BackendContext& ctx, I
   auto t1 = Clock::now();
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoStatus("socketpair");
-  in->ctl_.Reset(sv[0]);
+  in->client_ = InitClient(host::UniqueFd(sv[0]), kSandboxUid, kSandboxGid);
   host::UniqueFd child_ctl(sv[1]);
   host::UniqueFd filter(static_cast<int>(syscall(SYS_memfd_create, "sbx-seccomp", MFD_CLOEXEC)));
   if (!filter.valid()) return ErrnoStatus("memfd_create");
@@ -175,152 +161,36 @@ StatusOr<std::unique_ptr<Instance>> Instance::Spawn(const BackendContext& ctx, I
     return ready;
   }
   if (timings) timings->initialize = Since(t1);
-  in->prespawn_ = config.prespawn;
-  in->Prespawn();
+  in->client_.set_nofile(in->limits_.fds);  // RES-6, per command
+  if (config.prespawn) in->client_.EnablePrespawn(in->limits_.fds);
   return in;
 }
 
 Status Instance::WaitReady(double timeout_s) {
-  ip::Header h{};
-  std::string text;
-  if (!RecvPacket(ctl_.get(), static_cast<int>(timeout_s * 1000), &h, &text)) {
-    int status = 0;
-    siginfo_t si{};
-    if (waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED | WNOHANG) == 0 && si.si_pid != 0) {
-      status = si.si_status;
-      init_pid_ = -1;
-    }
-    return Status(Code::kSandboxUnavailable,
-                  fmt::format("sandbox init did not come up (exit {}): {}", status,
-                              status == 120   ? "cannot join the network namespace"
-                              : status == 122 ? "cannot execute sbx-init"
-                                              : "no ready message"));
+  Status ready = client_.WaitReady(timeout_s);
+  if (ready.ok() || ready.message().find("no ready message") == std::string::npos) return ready;
+  int status = 0;
+  siginfo_t si{};
+  if (waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED | WNOHANG) == 0 && si.si_pid != 0) {
+    status = si.si_status;
+    init_pid_ = -1;
   }
-  if (h.type != ip::kReady || h.a != 0) {
-    return Status(Code::kSandboxUnavailable, text.empty() ? "sandbox init failed" : text);
-  }
-  return Status::Ok();
+  return Status(Code::kSandboxUnavailable,
+                fmt::format("sandbox init did not come up (exit {}): {}", status,
+                            status == 120   ? "cannot join the network namespace"
+                            : status == 122 ? "cannot execute sbx-init"
+                                            : "no ready message"));
 }
 
 void Instance::SignalAll(int sig) {
-  if (ctl_.valid()) {
-    ip::Header h{ip::kSignalAll, 0, sig, 0};
-    send(ctl_.get(), &h, sizeof h, MSG_NOSIGNAL);
-  }
+  client_.SignalAll(sig);
   if (cgroup_) (void)cgroup_->SignalAll(sig);
-}
-
-namespace {
-
-constexpr const char* kBaseEnv[][2] = {
-    {"PATH", "/usr/bin:/bin:/usr/sbin:/sbin"}, {"HOME", "/home/sandbox"}, {"USER", "sandbox"}, {"PWD", "/work"}};
-
-// The pre-spawned shell: reads its whole script from fd 3 (up to EOF), closes it, runs it.
-constexpr const char* kPrelude = "IFS= read -r -d '' __sbx_cmd <&3; exec 3<&-; eval \"$__sbx_cmd\"";
-
-bool ShellIdentifier(const std::string& k) {
-  if (k.empty() || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
-  return std::all_of(k.begin(), k.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-}
-
-std::string ShellQuote(const std::string& v) {
-  std::string q = "'";
-  for (char c : v) {
-    if (c == '\'') q += "'\\''";
-    else q += c;
-  }
-  return q + "'";
-}
-
-}  // namespace
-
-bool Instance::NextMessage(int timeout_ms, ip::Header* h) {
-  if (!inbox_.empty()) {
-    *h = inbox_.front();
-    inbox_.pop_front();
-    return true;
-  }
-  return RecvPacket(ctl_.get(), timeout_ms, h, nullptr);
-}
-
-void Instance::Dispatch(const ip::Header& h) {
-  if (!pre_ || h.id != pre_->id) return;
-  if (h.type == ip::kStarted) {
-    pre_->started = true;
-    if (h.b != 0) pre_->dead = true;
-  } else if (h.type == ip::kExited) {
-    pre_->dead = true;  // killed before it was used (e.g. by a background process of a task)
-  }
-}
-
-Status Instance::SendExec(uint32_t id, const std::vector<std::string>& argv,
-                          const std::map<std::string, std::string>& env, const std::vector<int>& fds) {
-  std::string packet(sizeof(ip::Header) + sizeof(ip::ExecParams), '\0');
-  ip::Header h{ip::kExec, id, static_cast<int32_t>(argv.size()), static_cast<int32_t>(env.size())};
-  ip::ExecParams params{kSandboxUid, kSandboxGid, limits_.fds};
-  std::memcpy(packet.data(), &h, sizeof h);
-  std::memcpy(packet.data() + sizeof h, &params, sizeof params);
-  for (const auto& a : argv) packet.append(a).push_back('\0');
-  for (const auto& [k, v] : env) packet.append(k).append("=").append(v).push_back('\0');
-  if (packet.size() > ip::kMaxPacket) {
-    explicit_bzero(packet.data(), packet.size());
-    return InvalidArgument(fmt::format("command and environment too large ({} bytes, max {})",
-                                       packet.size(), ip::kMaxPacket));
-  }
-  char cbuf[CMSG_SPACE(sizeof(int) * 4)] = {};
-  struct iovec iov = {packet.data(), packet.size()};
-  struct msghdr m {};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = cbuf;
-  m.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-  struct cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  ssize_t sent = sendmsg(ctl_.get(), &m, MSG_NOSIGNAL);
-  int err = errno;
-  // LC-8: the packet may carry secrets: zero it once sent.
-  explicit_bzero(packet.data(), packet.size());
-  if (sent < 0) {
-    crashed_ = true;
-    return Status(Code::kToolError, fmt::format("sandbox init is gone: {}", std::strerror(err)));
-  }
-  return Status::Ok();
-}
-
-// Forks and execs the next command's shell ahead of time; it blocks reading fd 3. Nothing waits
-// for init's answer here: it is picked up by the next Exec (or Dispatch) from the inbox.
-void Instance::Prespawn() {
-  if (!prespawn_ || crashed_ || torn_down_ || pre_) return;
-  int in[2], out[2], err[2], script[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return;
-  host::UniqueFd in_r(in[0]), in_w(in[1]);
-  if (pipe2(out, O_CLOEXEC) != 0) return;
-  host::UniqueFd out_r(out[0]), out_w(out[1]);
-  if (pipe2(err, O_CLOEXEC) != 0) return;
-  host::UniqueFd err_r(err[0]), err_w(err[1]);
-  if (pipe2(script, O_CLOEXEC) != 0) return;
-  host::UniqueFd script_r(script[0]), script_w(script[1]);
-  std::map<std::string, std::string> env;
-  for (const auto& kv : kBaseEnv) env[kv[0]] = kv[1];
-  uint32_t id = next_exec_++;
-  if (!SendExec(id, {"/bin/sh", "-c", kPrelude}, env, {in_r.get(), out_w.get(), err_w.get(), script_r.get()}).ok()) {
-    return;
-  }
-  pre_.emplace();
-  pre_->id = id;
-  pre_->script_w = std::move(script_w);
-  pre_->in_w = std::move(in_w);
-  pre_->out_r = std::move(out_r);
-  pre_->err_r = std::move(err_r);
 }
 
 StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::string, std::string>& env,
                                     const std::map<std::string, std::string>& secrets) {
   ExecResult r;
-  if (torn_down_ || !ctl_.valid()) return FailedPrecondition("sandbox instance is gone");
+  if (torn_down_ || !client_.valid()) return FailedPrecondition("sandbox instance is gone");
   auto t_inject = Clock::now();
   (void)cgroup_->ResetPeak();
   // Usage is reported per command: CPU and throttled time as the difference from here (the
@@ -328,96 +198,26 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
   const host::CgroupUsage before = cgroup_->Usage();
 
   // LC-4 inject context: argv, environment and secrets go to the sandbox in memory only.
-  std::map<std::string, std::string> full;
-  for (const auto& kv : kBaseEnv) full[kv[0]] = kv[1];
+  std::map<std::string, std::string> full = AgentBaseEnv();
   for (const auto& [k, v] : env) full[k] = v;
   for (const auto& [k, v] : exec.env) full[k] = v;
   for (const auto& [k, v] : secrets) full[k] = v;
   for (const auto& [k, v] : exec.secrets) full[k] = v;
-  auto zero_env = [&] {
-    for (auto& [k, v] : full) explicit_bzero(v.data(), v.size());
-  };
-
-  bool use_pre = pre_ && exec.argv.empty() && exec.stdin_data.empty() &&
-                 std::all_of(full.begin(), full.end(), [](const auto& kv) { return ShellIdentifier(kv.first); });
-  while (use_pre && !pre_->started && !pre_->dead) {
-    ip::Header h{};
-    if (!NextMessage(10000, &h)) {
-      crashed_ = true;
-      zero_env();
-      return Status(Code::kToolError, "sandbox init did not start the pre-spawned shell");
-    }
-    Dispatch(h);
+  auto started = client_.Start(exec, std::move(full));
+  if (!started.ok()) {
+    if (client_.broken()) crashed_ = true;
+    return started.status();
   }
-  if (pre_ && pre_->dead) pre_.reset();
-  use_pre = use_pre && pre_;
-
-  host::UniqueFd in_w, out_r, err_r;
-  uint32_t exec_id = 0;
-  std::vector<std::string> argv = exec.argv;
-  if (argv.empty()) argv = {"/bin/sh", "-c", exec.command};
-  if (use_pre) {
-    // The shell is already running: hand it its script (environment first) and let it go.
-    std::string script;
-    for (const auto& [k, v] : full) {
-      bool base = std::any_of(std::begin(kBaseEnv), std::end(kBaseEnv),
-                              [&](const auto& kv) { return k == kv[0] && v == kv[1]; });
-      if (!base) script += "export " + k + "=" + ShellQuote(v) + "\n";  // the shell has the base
-    }
-    script += exec.command;
-    const char* p = script.data();
-    size_t left = script.size();
-    while (left > 0) {
-      ssize_t n = write(pre_->script_w.get(), p, left);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
-    explicit_bzero(script.data(), script.size());
-    zero_env();
-    pre_->script_w.Reset();
-    exec_id = pre_->id;
-    in_w = std::move(pre_->in_w);
-    out_r = std::move(pre_->out_r);
-    err_r = std::move(pre_->err_r);
-    pre_.reset();
-  } else {
-    int in_pipe[2], out_pipe[2], err_pipe[2];
-    if (pipe2(in_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
-    host::UniqueFd in_r(in_pipe[0]);
-    in_w.Reset(in_pipe[1]);
-    if (pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
-    out_r.Reset(out_pipe[0]);
-    host::UniqueFd out_w(out_pipe[1]);
-    if (pipe2(err_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
-    err_r.Reset(err_pipe[0]);
-    host::UniqueFd err_w(err_pipe[1]);
-    exec_id = next_exec_++;
-    Status sent = SendExec(exec_id, argv, full, {in_r.get(), out_w.get(), err_w.get()});
-    zero_env();
-    RETURN_IF_ERROR(sent);
-    in_r.Reset();
-    out_w.Reset();
-    err_w.Reset();
-    ip::Header started{};
-    for (;;) {
-      if (!NextMessage(10000, &started)) {
-        crashed_ = true;
-        return Status(Code::kToolError, "sandbox init did not start the command");
-      }
-      if (started.id == exec_id && started.type == ip::kStarted) break;
-      Dispatch(started);
-    }
-    if (started.b != 0) {
-      r.status = ExecStatus::kToolError;
-      r.exit_code = 127;
-      r.reason = fmt::format("cannot execute '{}': {}", argv[0], std::strerror(started.b));
-      r.error_code = "exec_failed";
-      r.stderr_tail = r.reason + "\n";
-      r.stages.inject_context = Since(t_inject);
-      return r;
-    }
+  const uint32_t exec_id = started->id;
+  if (started->exec_errno != 0) {
+    std::string arg0 = exec.argv.empty() ? "/bin/sh" : exec.argv[0];
+    r.status = ExecStatus::kToolError;
+    r.exit_code = 127;
+    r.reason = fmt::format("cannot execute '{}': {}", arg0, std::strerror(started->exec_errno));
+    r.error_code = "exec_failed";
+    r.stderr_tail = r.reason + "\n";
+    r.stages.inject_context = Since(t_inject);
+    return r;
   }
   r.stages.inject_context = Since(t_inject);
 
@@ -432,32 +232,17 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
   hooks.end_sandbox = [this] { SignalAll(SIGKILL); };
   hooks.disk_free = [this](int64_t* used) { return WorkDiskFree(init_pid_, used); };
   hooks.oom_breached = [this] { return cgroup_->UnderOom() || cgroup_->OomKills() > oom_kills_seen_; };
-  CommandWatch watch(exec, cgroup_.get(), std::move(hooks),
-                     {std::move(in_w), std::move(out_r), std::move(err_r)}, &r);
+  CommandWatch watch(exec, cgroup_.get(), std::move(hooks), std::move(started->pipes), &r);
   bool exited = false;
   int wait_status = 0;
   // The exit comes from sbx-init, as a message on the control socket.
-  auto on_control = [&](short revents) -> Status {
-    if (revents & POLLIN) {
-      ip::Header eh{};
-      if (!NextMessage(0, &eh)) {
-        crashed_ = true;
-        return Status(Code::kToolError, "sandbox init exited during the command");
-      }
-      if (eh.type == ip::kExited && eh.id == exec_id) {
-        exited = true;
-        wait_status = eh.a;
-      } else {
-        Dispatch(eh);
-      }
-    } else if (revents & (POLLHUP | POLLERR)) {
-      crashed_ = true;
-      return Status(Code::kToolError, "sandbox init exited during the command");
-    }
-    return Status::Ok();
-  };
-  RETURN_IF_ERROR(watch.Run([&] { return std::vector<WatchSource>{{ctl_.get(), POLLIN, on_control}}; },
-                            [&] { return exited; }));
+  Status watched = watch.Run(
+      [&] { return std::vector<WatchSource>{client_.ExitSource(exec_id, &exited, &wait_status)}; },
+      [&] { return exited; });
+  if (!watched.ok()) {
+    if (client_.broken()) crashed_ = true;
+    return watched;
+  }
   if (watch.timed_out()) {
     // RES-5: the main process is gone, but what it started got only SIGTERM. Give it the rest
     // of the grace period, then SIGKILL everything, and wait until the cgroup is empty.
@@ -486,34 +271,19 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
   }
   if (crashed_) r.state = SandboxState::kCrashed;
   r.stages.collect = Since(t_collect);
-  Prespawn();  // the next command's shell, off this command's clock
+  if (!crashed_) client_.Prespawn();  // the next command's shell, off this command's clock
   return r;
 }
 
 Status Instance::Reset() {
-  if (torn_down_ || crashed_ || !ctl_.valid()) return FailedPrecondition("instance cannot be reset");
-  pre_.reset();
+  if (torn_down_ || crashed_ || !client_.valid()) return FailedPrecondition("instance cannot be reset");
+  client_.DropPrespawned();
   (void)cgroup_->Thaw();  // frozen tasks cannot die
-  ip::Header h{ip::kReset, next_exec_++, 0, 0};
-  if (send(ctl_.get(), &h, sizeof h, MSG_NOSIGNAL) < 0) {
-    crashed_ = true;
-    return ErrnoStatus("reset");
-  }
-  for (;;) {
-    ip::Header reply{};
-    if (!NextMessage(10000, &reply)) {
-      crashed_ = true;
-      return Status(Code::kToolError, "sandbox init did not reset");
-    }
-    if (reply.type == ip::kResetDone && reply.id == h.id) {
-      if (reply.a != 0) return ErrnoStatus("reset: emptying scratch", reply.a);
-      break;
-    }
-  }
-  inbox_.clear();  // answers about processes that no longer exist
+  Status st = client_.Reset();
+  if (client_.broken()) crashed_ = true;
+  RETURN_IF_ERROR(st);
   (void)cgroup_->ResetPeak();
   oom_kills_seen_ = cgroup_->Usage().oom_kills;
-  Prespawn();
   return Status::Ok();
 }
 
@@ -525,12 +295,8 @@ Status Instance::ApplyLimits(const Limits& in) {
   RETURN_IF_ERROR(cgroup_->SetCpuMillicores(l.cpu_millicores));
   RETURN_IF_ERROR(cgroup_->SetMemoryBytes(l.memory_bytes));
   RETURN_IF_ERROR(cgroup_->SetPidsMax(l.pids));
-  bool respawn = l.fds != limits_.fds;  // the pre-spawned shell has the old RLIMIT_NOFILE
   limits_ = l;
-  if (respawn && pre_) {
-    pre_.reset();  // its script pipe closes: it reads EOF, runs nothing and exits
-    Prespawn();
-  }
+  client_.set_nofile(l.fds);  // a pre-spawned shell with the old RLIMIT_NOFILE is replaced
   return Status::Ok();
 }
 
@@ -546,7 +312,7 @@ void Instance::Teardown(StageTimings* timings) {
   // LC-7 destroy: every process of the sandbox, then init (its exit ends the PID namespace).
   SignalAll(SIGKILL);
   if (cgroup_) (void)cgroup_->KillAll(2.0);
-  ctl_.Reset();
+  client_.Close();
   if (pidfd_.valid()) {
     struct pollfd p = {pidfd_.get(), POLLIN, 0};
     if (poll(&p, 1, 2000) <= 0) syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);

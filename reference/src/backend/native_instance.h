@@ -8,15 +8,11 @@
 
 #include <sys/types.h>
 
-#include <chrono>
-#include <deque>
 #include <memory>
-#include <optional>
-#include <mutex>
 #include <string>
 
-#include "../../init/init_protocol.h"
 #include "backend/backend.h"
+#include "backend/init_client.h"
 #include "host/cgroup.h"
 #include "host/fd.h"
 #include "net/egress.h"
@@ -69,30 +65,14 @@ class Instance {
   Instance() = default;
   Status WaitReady(double timeout_s);
   void SignalAll(int sig);
-  // Messages from init, in order; those nobody waits for update the pre-spawned shell's state.
-  bool NextMessage(int timeout_ms, initproto::Header* h);
-  void Dispatch(const initproto::Header& h);
-  void Prespawn();
-  Status SendExec(uint32_t id, const std::vector<std::string>& argv,
-                  const std::map<std::string, std::string>& env, const std::vector<int>& fds);
-
-  // A shell that waits on fd 3 for its script (see Prespawn()).
-  struct Prespawned {
-    uint32_t id = 0;
-    host::UniqueFd script_w, in_w, out_r, err_r;
-    bool started = false, dead = false;
-  };
 
   std::string id_, sbdir_;
   Limits limits_;
   std::unique_ptr<host::Cgroup> cgroup_;
   std::unique_ptr<net::Attachment> net_;
-  host::UniqueFd ctl_, pidfd_;
+  InitClient client_;  // sbx-init's control socket (backend/init_client.h)
+  host::UniqueFd pidfd_;
   pid_t init_pid_ = -1;
-  uint32_t next_exec_ = 1;
-  bool prespawn_ = false;
-  std::optional<Prespawned> pre_;
-  std::deque<initproto::Header> inbox_;
   int64_t oom_kills_seen_ = 0;
   bool crashed_ = false;
   bool torn_down_ = false;

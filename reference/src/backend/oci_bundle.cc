@@ -67,6 +67,7 @@ Json OciProcessJson(const OciProcess& p) {
   Json env = Json::array();
   for (const auto& [k, v] : p.env) env.push_back(k + "=" + v);
   Json none = Json::array();
+  Json caps = p.capabilities;
   return Json{{"terminal", false},
               // SECURITY: the image's unprivileged user, no supplementary groups.
               {"user", {{"uid", p.uid}, {"gid", p.gid}, {"additionalGids", Json::array()}}},
@@ -74,16 +75,19 @@ Json OciProcessJson(const OciProcess& p) {
               {"env", env},
               {"cwd", p.cwd},
               // SECURITY: no capability in any set (the bounding set too): root powers are gone
-              // even for a process that could become uid 0 inside.
+              // even for a process that could become uid 0 inside. Only the agent (init) has
+              // the few it drops in each command.
               {"capabilities",
-               {{"bounding", none},
-                {"effective", none},
-                {"permitted", none},
+               {{"bounding", caps},
+                {"effective", caps},
+                {"permitted", caps},
                 {"inheritable", none},
                 {"ambient", none}}},
               // RES-6: descriptors; no core dumps (they could hold secrets).
               {"rlimits",
-               {{{"type", "RLIMIT_NOFILE"}, {"hard", p.nofile}, {"soft", p.nofile}},
+               {{{"type", "RLIMIT_NOFILE"},
+                 {"hard", p.nofile_hard > 0 ? p.nofile_hard : p.nofile},
+                 {"soft", p.nofile}},
                 {{"type", "RLIMIT_CORE"}, {"hard", 0}, {"soft", 0}}}},
               // SECURITY: setuid binaries in the image cannot regain privileges.
               {"noNewPrivileges", true}};

@@ -36,6 +36,10 @@ struct OciProcess {
   uint32_t uid = kOciSandboxUid, gid = kOciSandboxGid;
   std::string cwd = "/work";
   int64_t nofile = 1024;  // RES-6
+  int64_t nofile_hard = 0;  // 0: the same as nofile
+  // Capabilities in the bounding, effective and permitted sets ("CAP_SETUID", ...): none for a
+  // tool; the in-sandbox agent keeps the three it needs to drop privileges in each command.
+  std::vector<std::string> capabilities;
 };
 
 struct OciBundleSpec {

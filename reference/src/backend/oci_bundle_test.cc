@@ -51,6 +51,28 @@ TEST(OciBundle, ProcessIsUnprivileged) {
   EXPECT_TRUE(core);
 }
 
+// The in-sandbox agent (a crun/runc container's init) keeps exactly the capabilities it names,
+// never in the inheritable or ambient sets (which would pass them on through exec), and a
+// hard RLIMIT_NOFILE above its own soft one, so a command's limit can be set up to it.
+TEST(OciBundle, AgentKeepsOnlyTheCapabilitiesItNames) {
+  OciProcess p;
+  p.args = {"/dev/.sbx-init", "--agent"};
+  p.uid = p.gid = 0;
+  p.capabilities = {"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"};
+  p.nofile = 256;
+  p.nofile_hard = 20000;
+  Json j = OciProcessJson(p);
+  for (const char* set : {"bounding", "effective", "permitted"}) {
+    EXPECT_EQ(j["capabilities"][set], Json::array({"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"}))
+        << set;
+  }
+  EXPECT_TRUE(j["capabilities"]["inheritable"].empty());
+  EXPECT_TRUE(j["capabilities"]["ambient"].empty());
+  EXPECT_EQ(j["noNewPrivileges"], true);
+  EXPECT_EQ(j["rlimits"][0]["soft"], 256);
+  EXPECT_EQ(j["rlimits"][0]["hard"], 20000);
+}
+
 TEST(OciBundle, ConfigHasReadOnlyRootLimitsAndNamespaces) {
   Json j = OciConfig(Spec());
   EXPECT_EQ(j["root"]["path"], "/img/rootfs");

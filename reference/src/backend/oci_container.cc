@@ -4,12 +4,15 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -40,6 +43,9 @@ constexpr const char* kInitScript =
     "while :; do sleep 2147483647 & wait; done";
 
 constexpr double kVerbTimeoutS = 30;
+
+// Where the agent (sbx-init) is bound into a crun/runc container.
+constexpr const char* kAgentPath = "/dev/.sbx-init";
 
 Status MkdirP(const std::string& path, mode_t mode) {
   if (mkdir(path.c_str(), mode) == 0 || errno == EEXIST) return Status::Ok();
@@ -86,8 +92,9 @@ SpawnPlan Container::Plan(const std::vector<std::string>& verb, bool join_cgroup
 }
 
 Status Container::RunVerb(const std::vector<std::string>& verb, double timeout_s, bool join_cgroup,
-                          bool overlay) {
+                          bool overlay, std::vector<std::pair<int, int>> extra_fds) {
   SpawnPlan plan = Plan(verb, join_cgroup, overlay);
+  plan.extra_fds = std::move(extra_fds);
   // create/restore hand their stdio to the container's init (or gVisor's sandbox), which keeps
   // it: they write to a log file; other verbs to pipes.
   host::UniqueFd log;
@@ -158,12 +165,30 @@ Status Container::WriteBundle(const BackendContext& ctx, const ContainerConfig& 
   }
   if (net_) spec.netns_path = fmt::format("/proc/{}/fd/{}", getpid(), net_->netns_fd());
   ASSIGN_OR_RETURN(spec.seccomp, OciSeccompFromDenyList(ctx.seccomp->denied()));
-  spec.init.args = {"/bin/sh", "-c", kInitScript};
   spec.init.uid = 0;
   spec.init.gid = 0;
   spec.init.cwd = "/";
   spec.init.env = OciBaseEnv();
   spec.init.nofile = limits_.fds;
+  if (use_agent_) {
+    // The agent: sbx-init, bound read-only into the container's own /dev (a tmpfs of the
+    // runtime's: nothing is created in the image or its overlay). It keeps the three
+    // capabilities it needs to become the tools' user in each command, drops them there, and
+    // may raise a command's RLIMIT_NOFILE up to the hard limit (RES-6).
+    char abs[PATH_MAX];
+    if (!realpath(ctx.init_path.c_str(), abs)) return ErrnoStatus("sbx-init at " + ctx.init_path);
+    spec.mounts.push_back({kAgentPath, "bind", abs, {"bind", "ro", "nosuid", "nodev"}});
+    spec.init.args = {kAgentPath, "--agent"};
+    spec.init.capabilities = {"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"};
+    // The OCI runtime sets rlimits without CAP_SYS_RESOURCE, so the hard limit cannot exceed the
+    // runtime's own.
+    struct rlimit own {};
+    getrlimit(RLIMIT_NOFILE, &own);
+    spec.init.nofile = std::min<int64_t>(256, limits_.fds);
+    spec.init.nofile_hard = std::max<int64_t>(limits_.fds, static_cast<int64_t>(own.rlim_max));
+  } else {
+    spec.init.args = {"/bin/sh", "-c", kInitScript};
+  }
   std::string text = OciConfig(spec).dump(1);
   std::string path = dir_ + "/config.json";
   std::ofstream f(path, std::ios::trunc);
@@ -186,6 +211,7 @@ StatusOr<std::unique_ptr<Container>> Container::Start(const BackendContext& ctx,
   c->net_ = std::move(config.net);
   c->dir_ = ctx.state_dir + "/sb/" + config.id;
   const bool runsc = rt.flavor == OciFlavor::kRunsc;
+  c->use_agent_ = !runsc;
 
   // LC-2 allocate: directories (mount points only), the cgroup with the limits (LC-3).
   RETURN_IF_ERROR(MkdirP(ctx.state_dir, 0700));
@@ -215,9 +241,39 @@ StatusOr<std::unique_ptr<Container>> Container::Start(const BackendContext& ctx,
   Status st;
   c->created_ = true;  // from here on, a failure must still delete whatever the runtime made
   if (config.restore_image.empty()) {
-    st = c->RunVerb({"create", "--bundle", c->dir_, "--pid-file", pid_file, c->cid_},
-                    config.start_timeout_s, /*join_cgroup=*/true, /*overlay=*/!runsc);
+    std::vector<std::string> create = {"create", "--bundle", c->dir_, "--pid-file", pid_file};
+    std::vector<std::pair<int, int>> pass;
+    host::UniqueFd agent_end;
+    if (c->use_agent_) {
+      // The agent's control socket: its end becomes fd 3 of the container's init.
+      int sv[2];
+      if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+        st = ErrnoStatus("socketpair");
+      } else {
+        c->agent_ = InitClient(host::UniqueFd(sv[0]), kOciSandboxUid, kOciSandboxGid);
+        c->agent_.set_nofile(c->limits_.fds);
+        agent_end.Reset(sv[1]);
+        create.insert(create.end(), {"--preserve-fds", "1"});
+        pass.push_back({agent_end.get(), 3});
+      }
+    }
+    create.push_back(c->cid_);
+    if (st.ok()) {
+      st = c->RunVerb(create, config.start_timeout_s, /*join_cgroup=*/true, /*overlay=*/!runsc,
+                      pass);
+    }
+    agent_end.Reset();
     if (st.ok()) st = c->RunVerb({"start", c->cid_}, config.start_timeout_s, false, false);
+    if (st.ok() && c->use_agent_) {
+      st = c->agent_.WaitReady(config.start_timeout_s);
+      if (!st.ok()) {
+        st = Status(Code::kSandboxUnavailable,
+                    fmt::format("{} container's agent: {}; runtime log: {}", rt.name(),
+                                st.message(), ReadSmallFile(c->dir_ + "/runtime.log").substr(0, 2000)));
+      } else {
+        c->agent_.EnablePrespawn(c->limits_.fds);  // POOL-8: the next command's shell
+      }
+    }
   } else {
     st = c->RunVerb({"restore", "--detach", "--bundle", c->dir_, "--image-path",
                      config.restore_image, "--pid-file", pid_file, c->cid_},
@@ -283,6 +339,7 @@ void Container::Teardown(StageTimings* timings) {
   auto t0 = Clock::now();
   // LC-7 destroy: every process of the container, the runtime's own included.
   if (cgroup_) (void)cgroup_->KillAll(2.0);
+  agent_.Close();
   if (created_) {
     auto out = RunCommand(Plan({"delete", "--force", cid_}, false, false), kVerbTimeoutS);
     if (!out.ok() || (!out->ok() && out->Describe().find("not exist") == std::string::npos &&

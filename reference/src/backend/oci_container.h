@@ -10,8 +10,12 @@
 //  * an OCI bundle in <state>/sb/<id>/ (config.json; for crun/runc the root is an overlay of the
 //    image under a size-limited tmpfs, mounted in the runtime command's private mount
 //    namespace: see oci_spawn.h);
-//  * the container itself: its init is a shell that only blocks and reaps orphans (uid 0, no
-//    capabilities, so a tool cannot signal it), and each command is `<runtime> exec`;
+//  * the container itself. crun/runc: its init is sbx-init in agent mode (init/sbx_init.cc),
+//    reached over a socket passed in at create (--preserve-fds), so a command is a fork inside
+//    the container, the protocol and client those of native (backend/init_client.h). runsc:
+//    the init is a shell that only blocks and reaps orphans (uid 0, no capabilities, so a tool
+//    cannot signal it), and each command is `runsc exec` (a host socket's descriptors cannot
+//    cross into the Sentry, and a checkpoint could not hold the socket);
 //  * optionally the instance's egress network namespace (net::Attachment).
 //
 // Ownership: a Container owns its cgroup, attachment, state directory and the runtime's record
@@ -26,6 +30,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/init_client.h"
 #include "backend/oci_spawn.h"
 #include "host/cgroup.h"
 #include "host/fd.h"
@@ -119,9 +124,14 @@ class Container {
   Status WriteBundle(const BackendContext& ctx, const ContainerConfig& c);
   SpawnPlan Plan(const std::vector<std::string>& verb, bool join_cgroup, bool overlay) const;
   Status RunVerb(const std::vector<std::string>& verb, double timeout_s, bool join_cgroup,
-                 bool overlay);
+                 bool overlay, std::vector<std::pair<int, int>> extra_fds = {});
   // RES-5: a signal to every process a command started, but not to the container's init.
   void SignalTools(int sig);
+  // The exec through the in-sandbox agent (crun/runc) or the runtime's `exec` verb (runsc).
+  StatusOr<ExecResult> ExecByAgent(const ExecSpec& exec,
+                                   const std::map<std::string, std::string>& secrets);
+  StatusOr<ExecResult> ExecByRuntime(const ExecSpec& exec,
+                                     const std::map<std::string, std::string>& secrets);
   bool InitAlive() const;
 
   OciRuntime rt_;
@@ -134,6 +144,8 @@ class Container {
   pid_t init_pid_ = -1;
   host::UniqueFd init_pidfd_;
   Child shim_;  // reaps the container's host processes (oci_spawn.h)
+  bool use_agent_ = false;  // crun/runc: the init is sbx-init --agent
+  InitClient agent_;
   int64_t oom_kills_seen_ = 0;
   bool created_ = false;  // the runtime has a record of the container
   bool crashed_ = false;

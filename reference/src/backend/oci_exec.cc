@@ -134,6 +134,143 @@ void Container::SignalTools(int sig) {
 StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
                                      const std::map<std::string, std::string>& secrets) {
   if (torn_down_) return FailedPrecondition("container is gone");
+  if (use_agent_) return ExecByAgent(exec, secrets);
+  return ExecByRuntime(exec, secrets);
+}
+
+// crun/runc: the agent (sbx-init, the container's PID 1) forks the command: no runtime CLI
+// process per command (issue 16). Limits, signals and usage stay the host's business, as for
+// `exec`: the command is a host process in the sandbox's cgroup.
+StatusOr<ExecResult> Container::ExecByAgent(const ExecSpec& exec,
+                                            const std::map<std::string, std::string>& secrets) {
+  ExecResult r;
+  if (!agent_.valid()) {
+    crashed_ = true;
+    return Status(Code::kToolError, fmt::format("the {} container's agent is gone", rt_.name()));
+  }
+  auto t_inject = Clock::now();
+  (void)cgroup_->ResetPeak();
+  const host::CgroupUsage before = cgroup_->Usage();
+  const int64_t pids_refusals_before = cgroup_->PidsMaxRefusals();
+
+  // LC-4 inject context: argv, environment and secrets reach the agent in memory only.
+  std::map<std::string, std::string> env = OciBaseEnv();
+  for (const auto& [k, v] : env_) env[k] = v;
+  for (const auto& [k, v] : exec.env) env[k] = v;
+  for (const auto& [k, v] : secrets) env[k] = v;
+  for (const auto& [k, v] : exec.secrets) env[k] = v;
+  agent_.set_nofile(limits_.fds);
+  auto started = agent_.Start(exec, std::move(env));
+  if (!started.ok()) {
+    if (agent_.broken()) crashed_ = true;
+    return started.status();
+  }
+  if (started->exec_errno != 0) {
+    std::string arg0 = exec.argv.empty() ? "/bin/sh" : exec.argv[0];
+    r.status = ExecStatus::kToolError;
+    r.exit_code = 127;
+    r.reason = fmt::format("cannot execute '{}': {}", arg0, std::strerror(started->exec_errno));
+    r.error_code = "exec_failed";
+    r.stderr_tail = r.reason + "\n";
+    r.stages.inject_context = Since(t_inject);
+    return r;
+  }
+  const uint32_t id = started->id;
+  r.stages.inject_context = Since(t_inject);
+
+  // LC-5 execute with the timeout armed: output, the exit, OOM, the init, the disk quota.
+  auto t_exec = Clock::now();
+  WatchHooks hooks;
+  hooks.terminate = [this] { SignalTools(SIGTERM); };
+  hooks.kill = [this]() -> std::optional<std::chrono::milliseconds> {
+    SignalTools(SIGKILL);
+    return std::nullopt;
+  };
+  hooks.end_sandbox = [this] { KillNow(); };
+  hooks.disk_free = [this](int64_t* used) { return WorkDiskFree(init_pid_, used); };
+  hooks.oom_breached = [this] {
+    return cgroup_->UnderOom() || cgroup_->OomKills() > oom_kills_seen_;
+  };
+  CommandWatch watch(exec, cgroup_.get(), std::move(hooks), std::move(started->pipes), &r);
+  bool exited = false, init_died = false;
+  int wait_status = 0;
+  auto sources = [&] {
+    std::vector<WatchSource> s;
+    if (!init_died && init_pidfd_.valid()) {
+      s.push_back({init_pidfd_.get(), POLLIN, [&](short revents) {
+                     if (revents & POLLIN) {
+                       init_died = true;  // the agent died: nothing can run in the container
+                       crashed_ = true;
+                       KillNow();
+                     }
+                     return Status::Ok();
+                   }});
+    }
+    if (!init_died) {
+      WatchSource exit = agent_.ExitSource(id, &exited, &wait_status);
+      // The agent's socket closing is the container ending (OOM, the disk quota, a crash):
+      // the verdict comes from the cgroup below, not from this error.
+      exit.on_ready = [&, inner = std::move(exit.on_ready)](short revents) {
+        if (!inner(revents).ok()) {
+          init_died = true;
+          crashed_ = true;
+          KillNow();
+        }
+        return Status::Ok();
+      };
+      s.push_back(std::move(exit));
+    }
+    return s;
+  };
+  RETURN_IF_ERROR(watch.Run(sources, [&] { return exited || init_died; }));
+  if (watch.timed_out()) {
+    // RES-5: what the command left behind got SIGTERM only: SIGKILL it now.
+    SignalTools(SIGKILL);
+  }
+  r.seconds = Since(t_exec);
+  r.stages.execute = r.seconds;
+
+  // LC-6 collect: what the pipes still hold, then usage from the cgroup, never from inside.
+  auto t_collect = Clock::now();
+  watch.Drain();
+  if (!init_died && !InitAlive()) {
+    init_died = true;
+    crashed_ = true;
+  }
+  const bool pids_breach = init_died && cgroup_->PidsMaxRefusals() > pids_refusals_before;
+  watch.CollectUsage(before, &oom_kills_seen_, !init_died);
+  SetExit(init_died && !exited ? W_EXITCODE(0, SIGKILL) : wait_status, &r);
+  if (watch.oom()) {
+    KillNow();
+    crashed_ = true;
+    SetMemoryExceeded(limits_.memory_bytes, &r);
+  } else if (watch.disk_full()) {
+    KillNow();
+    crashed_ = true;
+    SetDiskExceeded(limits_.disk_bytes, &r);
+  } else if (pids_breach) {
+    r.status = ExecStatus::kResourceExceeded;
+    r.reason = fmt::format(
+        "pids limit reached: pids.max {} refused a process, and the sandbox was ended (RES-4)",
+        limits_.pids);
+    r.error_code = "pids_limit";
+  } else if (watch.timed_out()) {
+    SetTimedOut(exec, &r);
+  } else if (init_died) {
+    // FAIL-2: the container died under the command.
+    r.status = ExecStatus::kToolError;
+    r.reason = fmt::format("the {} container died during the command", rt_.name());
+    r.error_code = "sandbox_crashed";
+  }
+  if (crashed_) r.state = SandboxState::kCrashed;
+  if (!crashed_) agent_.Prespawn();  // the next command's shell, off this command's clock
+  r.stages.collect = Since(t_collect);
+  return r;
+}
+
+// runsc: each command is `runsc exec` (its LC-4..LC-6 through the runtime's client).
+StatusOr<ExecResult> Container::ExecByRuntime(const ExecSpec& exec,
+                                              const std::map<std::string, std::string>& secrets) {
   const bool runsc = rt_.flavor == OciFlavor::kRunsc;
   ExecResult r;
   auto t_inject = Clock::now();

@@ -140,6 +140,23 @@ class OciTest : public ::testing::Test {
     EXPECT_EQ(o.find("eth"), std::string::npos) << o;
     EXPECT_NE(o.find("Network is unreachable"), std::string::npos) << "SNAP-5: " << o;
     EXPECT_NE(o.find("\n1024\n"), std::string::npos) << "RES-6 default RLIMIT_NOFILE: " << o;
+
+    // The in-sandbox agent (issue 16): the command was forked by the container's PID 1,
+    // sbx-init, not started by `crun exec` / `runc exec` (whose process has no parent inside
+    // the container: PPid 0; $$ is the shell the command runs in). A tool can neither signal the agent, read its environment or
+    // memory, nor see its capabilities survive into the command (checked above).
+    ExecResult a = Run(
+        "grep '^PPid:' /proc/$$/status; cat /proc/1/comm; "
+        "kill -9 1 2>/dev/null && echo agent-killed; kill -STOP 1 2>/dev/null && echo agent-stopped; "
+        "cat /proc/1/environ >/dev/null 2>&1 && echo agent-environ; "
+        "head -c1 /proc/1/mem >/dev/null 2>&1 && echo agent-mem; "
+        "ls /proc/1/fd >/dev/null 2>&1 && echo agent-fds; true");
+    ASSERT_EQ(a.status, ExecStatus::kOk) << a.reason << a.stderr_tail;
+    EXPECT_EQ(a.stdout_tail.rfind("PPid:\t1\n", 0), 0u) << "forked by the agent: " << a.stdout_tail;
+    EXPECT_NE(a.stdout_tail.find("sbx-init\n"), std::string::npos) << a.stdout_tail;
+    for (const char* leak : {"agent-killed", "agent-stopped", "agent-environ", "agent-mem", "agent-fds"})
+      EXPECT_EQ(a.stdout_tail.find(leak), std::string::npos) << leak << ": " << a.stdout_tail;
+    EXPECT_EQ(Run("true").status, ExecStatus::kOk) << "the agent still serves";
   }
 
   // Files, a background process and a changed ~/.profile: all gone after a revert.
