@@ -13,8 +13,9 @@
 //   PROCS     cgroup.procs files a command joins before exec (RES-1, RES-2, RES-4)
 // Statically linked: nothing of the host's libraries is needed after pivot_root.
 //
-// Agent mode (by the oci backend only): sbx-init --agent
-//   PID 1 of a crun/runc container: the OCI runtime built the root, the namespaces and the
+// Agent mode (by the oci and gvisor backends only): sbx-init --agent | --agent-stdin
+//   PID 1 of a crun/runc container (--agent-stdin: of a gVisor container, whose control socket
+//   is fd 0, the only way into the Sentry): the OCI runtime built the root, the namespaces and the
 //   cgroup, and put this process under the container's seccomp filter (which every command
 //   inherits); the control socket is fd 3 (--preserve-fds). It only serves commands: the same
 //   protocol, the same ExecChild. It refuses to run without a seccomp filter in place. It holds
@@ -192,6 +193,48 @@ void Send(uint32_t type, uint32_t id, int32_t a, int32_t b) {
   send(g_ctl, &h, sizeof h, MSG_NOSIGNAL);
 }
 
+struct Dirent64 {
+  uint64_t d_ino;
+  int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[1];  // NUL-terminated, d_reclen long
+};
+
+// Marks every descriptor above 2 close-on-exec. close_range(CLOSE_RANGE_CLOEXEC) where the
+// kernel has it; gVisor 2022-12 does not (EINVAL): there, each fd listed in /proc/self/fd.
+// Async-signal-safe (raw getdents64, no allocation).
+int MarkCloexecAbove2() {
+  if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return 0;
+  int dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return -1;
+  alignas(8) char buf[4096];
+  for (;;) {
+    long n = syscall(SYS_getdents64, dfd, buf, sizeof buf);
+    if (n < 0) {
+      close(dfd);
+      return -1;
+    }
+    if (n == 0) break;
+    for (long off = 0; off < n;) {
+      const auto* d = reinterpret_cast<const Dirent64*>(buf + off);
+      off += d->d_reclen;
+      int fd = 0;
+      bool digits = d->d_name[0] != '\0';
+      for (const char* c = d->d_name; *c; ++c) {
+        if (*c < '0' || *c > '9') digits = false;
+        else fd = fd * 10 + (*c - '0');
+      }
+      if (digits && fd > 2 && fd != dfd && fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+        close(dfd);
+        return -1;
+      }
+    }
+  }
+  close(dfd);
+  return 0;
+}
+
 // The command's side of fork(): join the cgroup, drop everything, exec. Async-signal-safe only.
 [[noreturn]] void ExecChild(const ExecParams& p, char** argv, char** envp, const int* fds, int nfds,
                             int errpipe) {
@@ -205,7 +248,7 @@ void Send(uint32_t type, uint32_t id, int32_t a, int32_t b) {
   }
   // SECURITY: no descriptor of init (the control socket, cgroup files) survives into the tool:
   // every fd above 2 is marked close-on-exec (the error pipe must live until exec).
-  if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) goto fail;
+  if (MarkCloexecAbove2() != 0) goto fail;
   // A pre-spawned entrypoint gets its script on fd 3 (see native_instance.cc).
   if (nfds == 4 && dup2(fds[3], 3) < 0) goto fail;
   {
@@ -385,6 +428,9 @@ void HandleControl() {
   switch (h.type) {
     case kExec:
       HandleExec(h, buf + sizeof h, static_cast<size_t>(n) - sizeof h, fds, nfds);
+      // LC-8: the packet held the command's environment (secrets too): not left in memory
+      // for a later command of the sandbox.
+      explicit_bzero(buf, static_cast<size_t>(n));
       return;
     case kReset:
       HandleReset(h);
@@ -405,7 +451,10 @@ int Serve();
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool agent = argc == 2 && strcmp(argv[1], "--agent") == 0;
+  // gVisor (runsc) passes no descriptor but stdio into its sandbox: there the socket is fd 0.
+  const bool agent_stdin = argc == 2 && strcmp(argv[1], "--agent-stdin") == 0;
+  const bool agent = agent_stdin || (argc == 2 && strcmp(argv[1], "--agent") == 0);
+  if (agent_stdin) g_ctl = 0;
   if ((argc < 6 && !agent) || getpid() != 1) {
     fprintf(stderr, "sbx-init: internal program of the sandcheck runtime; not for direct use\n");
     return 2;

@@ -117,7 +117,14 @@ class GvisorSandbox final : public ContainerSandbox {
     if (!st.ok()) {
       std::error_code ec;
       std::filesystem::remove_all(image, ec);
-      return st;  // the sandbox is crashed now: a revert restores the previous snapshot
+      // The sandbox is crashed now (runsc ends a container whose checkpoint failed): a revert
+      // restores the previous snapshot. gVisor cannot save a descriptor that came from the
+      // host: a background process that kept a command's output (a host pipe) open.
+      return Status(Code::kToolError,
+                    "suspend: gVisor could not save the sandbox (" + st.message() +
+                        "); a background process probably kept a command's output open — "
+                        "detach it (</dev/null >/dev/null 2>&1). Revert returns to the "
+                        "previous snapshot.");
     }
     std::string previous = restore_image_;
     fallback_image_ = golden_image_;

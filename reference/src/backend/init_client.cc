@@ -167,6 +167,36 @@ void InitClient::set_nofile(int64_t nofile) {
 
 void InitClient::DropPrespawned() { pre_.reset(); }  // its script pipe closes: EOF, it exits
 
+Status InitClient::DropPrespawnedAndWait(double timeout_s) {
+  if (!pre_) return Status::Ok();
+  const uint32_t id = pre_->id;
+  bool started = pre_->started, dead = pre_->dead;
+  // Its kStarted may still be on the way: a kExited for it can only follow that.
+  while (!started && !dead) {
+    ip::Header h{};
+    if (!Next(static_cast<int>(timeout_s * 1000), &h)) {
+      broken_ = true;
+      return Status(Code::kToolError, "sandbox init did not start the pre-spawned shell");
+    }
+    if (h.id == id && h.type == ip::kStarted) {
+      started = true;
+      dead = h.b != 0;
+    } else if (h.id == id && h.type == ip::kExited) {
+      dead = true;
+    }
+  }
+  pre_.reset();
+  while (!dead) {
+    ip::Header h{};
+    if (!Next(static_cast<int>(timeout_s * 1000), &h)) {
+      broken_ = true;
+      return Status(Code::kToolError, "the pre-spawned shell did not exit");
+    }
+    if (h.id == id && h.type == ip::kExited) dead = true;
+  }
+  return Status::Ok();
+}
+
 // Forks and execs the next command's shell ahead of time; it blocks reading fd 3. Nothing waits
 // for the agent's answer here: it is picked up by the next Start (or Dispatch) from the inbox.
 void InitClient::Prespawn() {

@@ -50,6 +50,8 @@ class InitClient {
   void Prespawn();
   // The waiting shell reads EOF and exits (its limits are stale, or a reset follows).
   void DropPrespawned();
+  // The same, and waits until the agent reports the shell gone (its descriptors closed).
+  Status DropPrespawnedAndWait(double timeout_s);
   void set_nofile(int64_t nofile);
 
   struct Started {

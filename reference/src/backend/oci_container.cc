@@ -164,7 +164,15 @@ Status Container::WriteBundle(const BackendContext& ctx, const ContainerConfig& 
     }
   }
   if (net_) spec.netns_path = fmt::format("/proc/{}/fd/{}", getpid(), net_->netns_fd());
-  ASSIGN_OR_RETURN(spec.seccomp, OciSeccompFromDenyList(ctx.seccomp->denied()));
+  std::vector<std::string> denied = ctx.seccomp->denied();
+  if (runsc) {
+    // runsc 2022-12 answers every denied call with EPERM, ignoring errnoRet, so clone3's
+    // ENOSYS (which makes libc fall back to clone(2), whose flags the filter can see) became
+    // EPERM and no thread could start (pthread_create failed). The Sentry itself answers
+    // clone3 with ENOSYS, and its namespaces are its own: the rule is left out there.
+    denied.erase(std::remove(denied.begin(), denied.end(), "clone3"), denied.end());
+  }
+  ASSIGN_OR_RETURN(spec.seccomp, OciSeccompFromDenyList(denied));
   spec.init.uid = 0;
   spec.init.gid = 0;
   spec.init.cwd = "/";
@@ -178,7 +186,7 @@ Status Container::WriteBundle(const BackendContext& ctx, const ContainerConfig& 
     char abs[PATH_MAX];
     if (!realpath(ctx.init_path.c_str(), abs)) return ErrnoStatus("sbx-init at " + ctx.init_path);
     spec.mounts.push_back({kAgentPath, "bind", abs, {"bind", "ro", "nosuid", "nodev"}});
-    spec.init.args = {kAgentPath, "--agent"};
+    spec.init.args = {kAgentPath, runsc ? "--agent-stdin" : "--agent"};
     spec.init.capabilities = {"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"};
     // The OCI runtime sets rlimits without CAP_SYS_RESOURCE, so the hard limit cannot exceed the
     // runtime's own.
@@ -211,7 +219,7 @@ StatusOr<std::unique_ptr<Container>> Container::Start(const BackendContext& ctx,
   c->net_ = std::move(config.net);
   c->dir_ = ctx.state_dir + "/sb/" + config.id;
   const bool runsc = rt.flavor == OciFlavor::kRunsc;
-  c->use_agent_ = !runsc;
+  c->use_agent_ = true;
 
   // LC-2 allocate: directories (mount points only), the cgroup with the limits (LC-3).
   RETURN_IF_ERROR(MkdirP(ctx.state_dir, 0700));
@@ -240,28 +248,31 @@ StatusOr<std::unique_ptr<Container>> Container::Start(const BackendContext& ctx,
   const std::string pid_file = c->dir_ + "/pid";
   Status st;
   c->created_ = true;  // from here on, a failure must still delete whatever the runtime made
-  if (config.restore_image.empty()) {
+  // The agent's control socket. crun/runc: its end becomes fd 3 of the container's init
+  // (--preserve-fds). runsc has no such flag, but gives the runtime command's stdin to the
+  // init, as a host socket through which SCM_RIGHTS works; and on restore it binds the
+  // restored init's fd 0 to the new `runsc restore`'s stdin, so a restored agent (blocked
+  // reading its socket when the checkpoint was taken) is reached through a fresh socket.
+  std::vector<std::pair<int, int>> pass;
+  host::UniqueFd agent_end;
+  if (c->use_agent_) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+      st = ErrnoStatus("socketpair");
+    } else {
+      c->agent_ = InitClient(host::UniqueFd(sv[0]), kOciSandboxUid, kOciSandboxGid);
+      c->agent_.set_nofile(c->limits_.fds);
+      agent_end.Reset(sv[1]);
+      pass.push_back({agent_end.get(), runsc ? 0 : 3});
+    }
+  }
+  const bool restore = !config.restore_image.empty();
+  if (st.ok() && !restore) {
     std::vector<std::string> create = {"create", "--bundle", c->dir_, "--pid-file", pid_file};
-    std::vector<std::pair<int, int>> pass;
-    host::UniqueFd agent_end;
-    if (c->use_agent_) {
-      // The agent's control socket: its end becomes fd 3 of the container's init.
-      int sv[2];
-      if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-        st = ErrnoStatus("socketpair");
-      } else {
-        c->agent_ = InitClient(host::UniqueFd(sv[0]), kOciSandboxUid, kOciSandboxGid);
-        c->agent_.set_nofile(c->limits_.fds);
-        agent_end.Reset(sv[1]);
-        create.insert(create.end(), {"--preserve-fds", "1"});
-        pass.push_back({agent_end.get(), 3});
-      }
-    }
+    if (c->use_agent_ && !runsc) create.insert(create.end(), {"--preserve-fds", "1"});
     create.push_back(c->cid_);
-    if (st.ok()) {
-      st = c->RunVerb(create, config.start_timeout_s, /*join_cgroup=*/true, /*overlay=*/!runsc,
-                      pass);
-    }
+    st = c->RunVerb(create, config.start_timeout_s, /*join_cgroup=*/true, /*overlay=*/!runsc,
+                    pass);
     agent_end.Reset();
     if (st.ok()) st = c->RunVerb({"start", c->cid_}, config.start_timeout_s, false, false);
     if (st.ok() && c->use_agent_) {
@@ -269,16 +280,18 @@ StatusOr<std::unique_ptr<Container>> Container::Start(const BackendContext& ctx,
       if (!st.ok()) {
         st = Status(Code::kSandboxUnavailable,
                     fmt::format("{} container's agent: {}; runtime log: {}", rt.name(),
-                                st.message(), ReadSmallFile(c->dir_ + "/runtime.log").substr(0, 2000)));
-      } else {
-        c->agent_.EnablePrespawn(c->limits_.fds);  // POOL-8: the next command's shell
+                                st.message(),
+                                ReadSmallFile(c->dir_ + "/runtime.log").substr(0, 2000)));
       }
     }
-  } else {
+  } else if (st.ok()) {
+    // The agent was ready when the checkpoint was taken: no second ready message comes.
     st = c->RunVerb({"restore", "--detach", "--bundle", c->dir_, "--image-path",
                      config.restore_image, "--pid-file", pid_file, c->cid_},
-                    config.start_timeout_s, true, false);
+                    config.start_timeout_s, true, false, pass);
+    agent_end.Reset();
   }
+  if (st.ok() && c->use_agent_) c->agent_.EnablePrespawn(c->limits_.fds);  // POOL-8
   if (st.ok()) {
     c->init_pid_ = static_cast<pid_t>(std::atol(ReadSmallFile(pid_file).c_str()));
     if (c->init_pid_ <= 1) st = Internal("bad pid file " + pid_file);
@@ -322,6 +335,10 @@ Status Container::ApplyLimits(const Limits& l) {
 Status Container::Checkpoint(const std::string& image_dir) {
   if (rt_.flavor != OciFlavor::kRunsc) return Unsupported("checkpoint needs runsc");
   if (torn_down_ || crashed_) return FailedPrecondition("container is not running");
+  // gVisor cannot save a descriptor that came from the host other than the init's stdio: the
+  // pre-spawned shell holds four (its pipes) and must be gone first. (A tool's background
+  // process that kept a command's output open makes the checkpoint fail the same way.)
+  if (use_agent_) RETURN_IF_ERROR(agent_.DropPrespawnedAndWait(10));
   RETURN_IF_ERROR(MkdirP(image_dir, 0700));
   Status st = RunVerb({"checkpoint", "--image-path", image_dir, cid_}, 120, false, false);
   crashed_ = true;  // the container stops after a checkpoint, whatever happened

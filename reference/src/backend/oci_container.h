@@ -127,11 +127,6 @@ class Container {
                  bool overlay, std::vector<std::pair<int, int>> extra_fds = {});
   // RES-5: a signal to every process a command started, but not to the container's init.
   void SignalTools(int sig);
-  // The exec through the in-sandbox agent (crun/runc) or the runtime's `exec` verb (runsc).
-  StatusOr<ExecResult> ExecByAgent(const ExecSpec& exec,
-                                   const std::map<std::string, std::string>& secrets);
-  StatusOr<ExecResult> ExecByRuntime(const ExecSpec& exec,
-                                     const std::map<std::string, std::string>& secrets);
   bool InitAlive() const;
 
   OciRuntime rt_;
@@ -144,7 +139,7 @@ class Container {
   pid_t init_pid_ = -1;
   host::UniqueFd init_pidfd_;
   Child shim_;  // reaps the container's host processes (oci_spawn.h)
-  bool use_agent_ = false;  // crun/runc: the init is sbx-init --agent
+  bool use_agent_ = false;  // the init is sbx-init --agent (--agent-stdin under runsc)
   InitClient agent_;
   int64_t oom_kills_seen_ = 0;
   bool created_ = false;  // the runtime has a record of the container

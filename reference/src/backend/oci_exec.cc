@@ -1,6 +1,6 @@
-// backend/oci_exec: a command in a running OCI container (crun, runc, runsc): LC-4 (the
-// process spec in a memfd, never on disk), the `exec` verb, and the shared watch loop
-// (command_watch.h) for LC-5 and LC-6; SignalTools for RES-5. The container's life (bundle,
+// backend/oci_exec: a command in a running OCI container (crun, runc, runsc): LC-4 through
+// the in-sandbox agent (init_client.h: environment and secrets in memory only), the shared
+// watch loop (command_watch.h) for LC-5 and LC-6; SignalTools for RES-5. The container's life (bundle,
 // create/restore, limits, checkpoint, teardown) is oci_container.cc.
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -41,17 +41,6 @@ StatusOr<host::UniqueFd> MemFile(const std::string& name, const std::string& tex
   }
   if (lseek(fd.get(), 0, SEEK_SET) != 0) return ErrnoStatus("lseek memfd");
   return fd;
-}
-
-// LC-8: overwrite a memfd's content before it is closed.
-void ZeroMemFile(int fd, size_t size) {
-  std::string zeros(std::min<size_t>(size, 1 << 20), '\0');
-  for (size_t off = 0; off < size; off += zeros.size()) {
-    if (pwrite(fd, zeros.data(), std::min(zeros.size(), size - off), static_cast<off_t>(off)) < 0)
-      break;
-  }
-  if (ftruncate(fd, 0) != 0) {
-  }
 }
 
 // PPid and real uid of a host process ("" fields if it is gone).
@@ -131,18 +120,13 @@ void Container::SignalTools(int sig) {
   }
 }
 
+// The agent (sbx-init, the container's PID 1) forks the command: no runtime CLI process per
+// command (issue 16). Limits and usage stay the host's business: crun/runc: the command is a
+// host process in the sandbox's cgroup; runsc: the cgroup holds the Sentry that runs it.
 StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
                                      const std::map<std::string, std::string>& secrets) {
   if (torn_down_) return FailedPrecondition("container is gone");
-  if (use_agent_) return ExecByAgent(exec, secrets);
-  return ExecByRuntime(exec, secrets);
-}
-
-// crun/runc: the agent (sbx-init, the container's PID 1) forks the command: no runtime CLI
-// process per command (issue 16). Limits, signals and usage stay the host's business, as for
-// `exec`: the command is a host process in the sandbox's cgroup.
-StatusOr<ExecResult> Container::ExecByAgent(const ExecSpec& exec,
-                                            const std::map<std::string, std::string>& secrets) {
+  const bool runsc = rt_.flavor == OciFlavor::kRunsc;
   ExecResult r;
   if (!agent_.valid()) {
     crashed_ = true;
@@ -187,9 +171,13 @@ StatusOr<ExecResult> Container::ExecByAgent(const ExecSpec& exec,
     return std::nullopt;
   };
   hooks.end_sandbox = [this] { KillNow(); };
-  hooks.disk_free = [this](int64_t* used) { return WorkDiskFree(init_pid_, used); };
-  hooks.oom_breached = [this] {
-    return cgroup_->UnderOom() || cgroup_->OomKills() > oom_kills_seen_;
+  hooks.disk_free = [this, runsc](int64_t* used) -> int64_t {
+    return runsc ? -1 : WorkDiskFree(init_pid_, used);  // gVisor's /work is inside the Sentry
+  };
+  hooks.oom_breached = [this, runsc] {
+    // Under gVisor the Sentry is what breaches, and it may die before the counters say so.
+    return cgroup_->UnderOom() || cgroup_->OomKills() > oom_kills_seen_ ||
+           (runsc && cgroup_->Usage().memory_peak_bytes >= limits_.memory_bytes * 95 / 100);
   };
   CommandWatch watch(exec, cgroup_.get(), std::move(hooks), std::move(started->pipes), &r);
   bool exited = false, init_died = false;
@@ -237,7 +225,22 @@ StatusOr<ExecResult> Container::ExecByAgent(const ExecSpec& exec,
     init_died = true;
     crashed_ = true;
   }
-  const bool pids_breach = init_died && cgroup_->PidsMaxRefusals() > pids_refusals_before;
+  // gVisor at pids.max: the Sentry cannot make a thread and dies, but the agent's answer may
+  // come a moment before the Sentry is gone. Wait for that moment rather than report a
+  // contained fork bomb as a normal exit (RES-4).
+  const bool pids_refused = cgroup_->PidsMaxRefusals() > pids_refusals_before;
+  if (!init_died && runsc && pids_refused && !watch.timed_out()) {
+    for (int i = 0; i < 100 && !init_died; ++i) {
+      usleep(10000);
+      if (!InitAlive()) {
+        init_died = true;
+        crashed_ = true;
+      }
+    }
+  }
+  // Contained and reported (RES-4, RES-8): the sandbox died at pids.max, or (gVisor) pids.max
+  // refused gVisor a thread during the command, which it cannot serve normally after that.
+  const bool pids_breach = pids_refused && (init_died || (runsc && !watch.timed_out()));
   watch.CollectUsage(before, &oom_kills_seen_, !init_died);
   SetExit(init_died && !exited ? W_EXITCODE(0, SIGKILL) : wait_status, &r);
   if (watch.oom()) {
@@ -250,10 +253,15 @@ StatusOr<ExecResult> Container::ExecByAgent(const ExecSpec& exec,
     SetDiskExceeded(limits_.disk_bytes, &r);
   } else if (pids_breach) {
     r.status = ExecStatus::kResourceExceeded;
-    r.reason = fmt::format(
-        "pids limit reached: pids.max {} refused a process, and the sandbox was ended (RES-4)",
-        limits_.pids);
+    r.reason = fmt::format("pids limit reached: pids.max {}{} refused a {}{} (RES-4)",
+                           limits_.pids, runsc ? " (which counts gVisor's own host threads too)" : "",
+                           runsc ? "thread" : "process",
+                           init_died ? ", and the sandbox was ended" : " during the command");
     r.error_code = "pids_limit";
+    if (runsc) {
+      crashed_ = true;  // gVisor cannot serve normally after a refused thread
+      KillNow();
+    }
   } else if (watch.timed_out()) {
     SetTimedOut(exec, &r);
   } else if (init_died) {
@@ -264,233 +272,6 @@ StatusOr<ExecResult> Container::ExecByAgent(const ExecSpec& exec,
   }
   if (crashed_) r.state = SandboxState::kCrashed;
   if (!crashed_) agent_.Prespawn();  // the next command's shell, off this command's clock
-  r.stages.collect = Since(t_collect);
-  return r;
-}
-
-// runsc: each command is `runsc exec` (its LC-4..LC-6 through the runtime's client).
-StatusOr<ExecResult> Container::ExecByRuntime(const ExecSpec& exec,
-                                              const std::map<std::string, std::string>& secrets) {
-  const bool runsc = rt_.flavor == OciFlavor::kRunsc;
-  ExecResult r;
-  auto t_inject = Clock::now();
-  (void)cgroup_->ResetPeak();
-  // Usage is reported per command: the cgroup also holds the container's init (gVisor: the
-  // Sentry) and every earlier command.
-  const host::CgroupUsage before = cgroup_->Usage();
-  const int64_t pids_refusals_before = cgroup_->PidsMaxRefusals();
-
-  // LC-4 inject context: argv, environment and secrets reach the runtime through a memfd.
-  OciProcess proc;
-  proc.args =
-      exec.argv.empty() ? std::vector<std::string>{"/bin/sh", "-c", exec.command} : exec.argv;
-  // runc, unlike crun and runsc, copies a command's output through pipes of its own and waits
-  // for their EOF, so a background process would hold the command open until the timeout.
-  // runc therefore starts it detached (the command inherits our pipes directly), and a shell
-  // around it reports the exit status on fd 3 (closed for the command itself).
-  const bool detached = rt_.flavor == OciFlavor::kRunc;
-  if (detached) {
-    std::vector<std::string> wrapped = {"/bin/sh", "-c", "\"$@\" 3>&-; echo $? >&3", "sbx-exec"};
-    wrapped.insert(wrapped.end(), proc.args.begin(), proc.args.end());
-    proc.args = std::move(wrapped);
-  }
-  proc.env = OciBaseEnv();
-  for (const auto& [k, v] : env_) proc.env[k] = v;
-  for (const auto& [k, v] : exec.env) proc.env[k] = v;
-  for (const auto& [k, v] : secrets) proc.env[k] = v;
-  for (const auto& [k, v] : exec.secrets) proc.env[k] = v;
-  proc.nofile = limits_.fds;
-  std::string text = OciProcessJson(proc).dump();
-  for (auto& [k, v] : proc.env) explicit_bzero(v.data(), v.size());
-  auto mem = MemFile("sbx-process", text);
-  size_t text_size = text.size();
-  explicit_bzero(text.data(), text.size());
-  if (!mem.ok()) return mem.status();
-  host::UniqueFd memfd = std::move(mem).value();
-
-  int in_pipe[2], out_pipe[2], err_pipe[2];
-  if (pipe2(in_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
-  host::UniqueFd in_r(in_pipe[0]), in_w(in_pipe[1]);
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
-  host::UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
-  host::UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
-  // crun/runc: the command is a host process forked by `exec`, which must therefore start in
-  // the sandbox's cgroup. runsc: the command lives in the Sentry; the client stays outside
-  // (so it can run even when the sandbox is at its pids limit).
-  host::UniqueFd status_r, status_w;
-  if (detached) {
-    int sp[2];
-    if (pipe2(sp, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
-    status_r.Reset(sp[0]);
-    status_w.Reset(sp[1]);
-  }
-  SpawnPlan plan =
-      detached
-          ? Plan({"exec", "--detach", "--preserve-fds", "1", "--process", "/proc/self/fd/4", cid_},
-                 true, false)
-          : Plan({"exec", "--process", "/proc/self/fd/3", cid_}, !runsc, false);
-  plan.stdin_fd = in_r.get();
-  plan.stdout_fd = out_w.get();
-  plan.stderr_fd = err_w.get();
-  if (detached) {
-    plan.extra_fds = {{status_w.get(), 3}, {memfd.get(), 4}};
-  } else {
-    plan.extra_fds = {{memfd.get(), 3}};
-  }
-  auto spawned = Spawn(plan);
-  in_r.Reset();
-  out_w.Reset();
-  err_w.Reset();
-  status_w.Reset();
-  if (!spawned.ok()) {
-    ZeroMemFile(memfd.get(), text_size);
-    r.status = ExecStatus::kToolError;
-    r.exit_code = 127;
-    r.reason = spawned.status().message();
-    r.error_code = "exec_failed";
-    r.stages.inject_context = Since(t_inject);
-    return r;
-  }
-  Child child = std::move(spawned).value();
-  r.stages.inject_context = Since(t_inject);
-
-  // LC-5 execute with the timeout armed: output, the exit, OOM, the init, the disk quota.
-  auto t_exec = Clock::now();
-  bool tools_killed = false;
-  WatchHooks hooks;
-  hooks.terminate = [this] { SignalTools(SIGTERM); };
-  hooks.kill = [&]() -> std::optional<std::chrono::milliseconds> {
-    if (!tools_killed) {
-      SignalTools(SIGKILL);
-      tools_killed = true;
-      return std::chrono::seconds(5);
-    }
-    child.Kill(SIGKILL);  // the runtime's client outlived its command: end it too
-    return std::nullopt;
-  };
-  hooks.end_sandbox = [this] { KillNow(); };
-  hooks.disk_free = [this, runsc](int64_t* used) -> int64_t {
-    return runsc ? -1 : WorkDiskFree(init_pid_, used);  // gVisor's /work is inside the Sentry
-  };
-  hooks.oom_breached = [this] {
-    // Under gVisor the Sentry is what breaches, and it may die before the counters say so.
-    return cgroup_->UnderOom() || cgroup_->OomKills() > oom_kills_seen_ ||
-           cgroup_->Usage().memory_peak_bytes >= limits_.memory_bytes * 95 / 100;
-  };
-  CommandWatch watch(exec, cgroup_.get(), std::move(hooks),
-                     {std::move(in_w), std::move(out_r), std::move(err_r)}, &r);
-  bool init_died = false, client_exited = false;
-  int client_status = 0;
-  std::string status_text;
-  auto sources = [&] {
-    std::vector<WatchSource> s;
-    if (!init_died && init_pidfd_.valid()) {
-      s.push_back({init_pidfd_.get(), POLLIN, [&](short revents) {
-                     if (revents & POLLIN) {
-                       // The container's init (gVisor: the whole sandbox) died: nothing can run
-                       // in it any more.
-                       init_died = true;
-                       crashed_ = true;
-                       KillNow();
-                     }
-                     return Status::Ok();
-                   }});
-    }
-    if (status_r.valid()) {
-      s.push_back({status_r.get(), POLLIN, [&](short revents) {
-                     if (revents & (POLLIN | POLLHUP)) {
-                       char sb[64];
-                       ssize_t n = read(status_r.get(), sb, sizeof sb);
-                       if (n > 0)
-                         status_text.append(sb, static_cast<size_t>(n));
-                       else if (n == 0 || (errno != EAGAIN && errno != EINTR))
-                         status_r.Reset();
-                     }
-                     return Status::Ok();
-                   }});
-    }
-    if (!client_exited) {
-      s.push_back({child.pidfd(), POLLIN, [&](short revents) {
-                     if (revents & POLLIN) client_exited = child.TryReap(&client_status);
-                     return Status::Ok();
-                   }});
-    }
-    return s;
-  };
-  // Done when the runtime's client has exited and, for a detached command, the shell around it
-  // has reported (or died: EOF).
-  Status watched = watch.Run(sources, [&] { return client_exited && !status_r.valid(); });
-  if (!watched.ok()) {
-    ZeroMemFile(memfd.get(), text_size);
-    return watched;
-  }
-  int wait_status = client_status;
-  if (detached && WIFEXITED(client_status) && WEXITSTATUS(client_status) == 0) {
-    // The client only started the command; its status came through the pipe ("" = killed).
-    wait_status = status_text.empty() ? W_EXITCODE(137, 0)
-                                      : W_EXITCODE(std::atoi(status_text.c_str()) & 0xff, 0);
-  }
-  if (watch.timed_out()) {
-    // RES-5: what the command left behind got SIGTERM only: SIGKILL it now.
-    SignalTools(SIGKILL);
-  }
-  r.seconds = Since(t_exec);
-  r.stages.execute = r.seconds;
-  ZeroMemFile(memfd.get(), text_size);
-
-  // LC-6 collect: what the pipes still hold, then usage from the cgroup, never from inside.
-  auto t_collect = Clock::now();
-  watch.Drain();
-  if (!init_died && !InitAlive()) {
-    init_died = true;
-    crashed_ = true;
-  }
-  // gVisor at pids.max: the Sentry cannot make a thread and dies, but the `runsc exec` client
-  // may return (its connection gone) a moment before the Sentry is gone. Wait for that moment
-  // rather than report a contained fork bomb as a normal exit (RES-4).
-  const bool pids_refused = cgroup_->PidsMaxRefusals() > pids_refusals_before;
-  if (!init_died && runsc && pids_refused && !watch.timed_out()) {
-    for (int i = 0; i < 100 && !init_died; ++i) {
-      usleep(10000);
-      if (!InitAlive()) {
-        init_died = true;
-        crashed_ = true;
-      }
-    }
-  }
-  watch.CollectUsage(before, &oom_kills_seen_, !init_died);
-  // Contained and reported (RES-4, RES-8): the sandbox died at pids.max, or (gVisor) pids.max
-  // refused gVisor a thread during the command, which it cannot serve normally after that.
-  bool pids_breach = pids_refused && (init_died || (runsc && !watch.timed_out()));
-
-  SetExit(wait_status, &r);
-  if (watch.oom()) {
-    KillNow();
-    crashed_ = true;
-    SetMemoryExceeded(limits_.memory_bytes, &r);
-  } else if (watch.disk_full()) {
-    KillNow();
-    crashed_ = true;
-    SetDiskExceeded(limits_.disk_bytes, &r);
-  } else if (pids_breach) {
-    // gVisor: its own host threads count against pids.max; when a fork bomb exhausts it, the
-    // Sentry cannot make a thread and the sandbox dies. Contained, and reported so (RES-4).
-    r.status = ExecStatus::kResourceExceeded;
-    r.reason = fmt::format(
-        "pids limit reached: pids.max {} (which counts gVisor's own host threads too) refused "
-        "a thread{} (RES-4)",
-        limits_.pids, init_died ? ", and the sandbox was ended" : " during the command");
-    r.error_code = "pids_limit";
-  } else if (watch.timed_out()) {
-    SetTimedOut(exec, &r);
-  } else if (init_died) {
-    // FAIL-2: the container (gVisor: its Sentry) died under the command.
-    r.status = ExecStatus::kToolError;
-    r.reason = fmt::format("the {} container died during the command", rt_.name());
-    r.error_code = "sandbox_crashed";
-  }
-  if (crashed_) r.state = SandboxState::kCrashed;
   r.stages.collect = Since(t_collect);
   return r;
 }
