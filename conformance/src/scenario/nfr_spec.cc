@@ -21,6 +21,7 @@ struct MethodName {
 constexpr MethodName kMethods[] = {{NfrMethod::kWarmExec, "warm_exec"},
                                    {NfrMethod::kPooledRun, "pooled_run"},
                                    {NfrMethod::kCreateExec, "create_exec"},
+                                   {NfrMethod::kDestroy, "destroy"},
                                    {NfrMethod::kDestroyReclaim, "destroy_reclaim"},
                                    {NfrMethod::kOrphanSweep, "orphan_sweep"}};
 
@@ -76,15 +77,16 @@ sbx::StatusOr<NfrTarget> ReadTarget(const json& j, const std::string& path, bool
   }
   if (!known) {
     return bad("method", fmt::format("'{}' is not one of warm_exec, pooled_run, create_exec, "
-                                     "destroy_reclaim, orphan_sweep",
+                                     "destroy, destroy_reclaim, orphan_sweep",
                                      method));
   }
   bool exec_method = t.method == NfrMethod::kWarmExec || t.method == NfrMethod::kPooledRun ||
                      t.method == NfrMethod::kCreateExec;
   if (exec_method && t.command.empty()) return bad("command", "needed by " + method);
   if (!exec_method && !t.command.empty()) return bad("command", "not used by " + method);
-  if ((t.method == NfrMethod::kDestroyReclaim) != !t.setup.empty())
-    return bad("setup", "given for destroy_reclaim, and only for it");
+  const bool destroys = t.method == NfrMethod::kDestroy || t.method == NfrMethod::kDestroyReclaim;
+  if (destroys != !t.setup.empty())
+    return bad("setup", "given for destroy and destroy_reclaim, and only for them");
   if (t.method == NfrMethod::kOrphanSweep) {
     if (!Matches(sandboxes, "^[1-9][0-9]?$")) return bad("sandboxes", "1..99 (needed)");
     t.sandboxes = std::atoi(sandboxes.c_str());

@@ -20,7 +20,7 @@
 
 namespace sandcheck {
 
-enum class NfrMethod { kWarmExec, kPooledRun, kCreateExec, kDestroyReclaim, kOrphanSweep };
+enum class NfrMethod { kWarmExec, kPooledRun, kCreateExec, kDestroy, kDestroyReclaim, kOrphanSweep };
 const char* NfrMethodName(NfrMethod m);
 
 struct NfrTarget {
