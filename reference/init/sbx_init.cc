@@ -10,7 +10,8 @@
 //   DISK      scratch quota in bytes (tmpfs size: RES-3)
 //   NETMODE   "new" (fresh netns with only lo: SNAP-5) or "joined" (the egress namespace)
 //   SBDIR     host directory with empty "scratch" and "root" mount points
-//   PROCS     cgroup.procs files a command joins before exec (RES-1, RES-2, RES-4)
+//   PROCS     files a command writes "0" to before exec, to join the sandbox's cgroup
+//             (RES-1, RES-2, RES-4): v1 `tasks` (the child is single-threaded), v2 cgroup.procs
 // Statically linked: nothing of the host's libraries is needed after pivot_root.
 //
 // Agent mode (by the oci and gvisor backends only): sbx-init --agent | --agent-stdin
@@ -472,7 +473,7 @@ int main(int argc, char** argv) {
   std::string sbdir = argv[5];
   for (int i = 6; i < argc; ++i) {
     int fd = open(argv[i], O_WRONLY | O_CLOEXEC);
-    Must(fd, "open cgroup.procs");
+    Must(fd, "open the cgroup's join file");
     g_procs.push_back(fd);
   }
   ReadFilter();

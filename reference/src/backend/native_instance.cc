@@ -125,7 +125,7 @@ StatusOr<std::unique_ptr<Instance>> Instance::Spawn(const BackendContext& ctx, I
 
   std::vector<std::string> args = {ctx.init_path, config.lower_dir, std::to_string(l.disk_bytes),
                                    in->net_ ? "joined" : "new", "sandbox", in->sbdir_};
-  for (const std::string& p : in->cgroup_->Paths()) args.push_back(p + "/cgroup.procs");
+  for (const std::string& p : in->cgroup_->JoinFiles()) args.push_back(p);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

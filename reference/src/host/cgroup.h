@@ -113,10 +113,13 @@ class Cgroup {
 
   // Moves a process (all its threads, v1: cgroup.procs) into every hierarchy of this cgroup.
   Status Attach(pid_t pid);
-  // fds of the "cgroup.procs" files, so a child between clone() and exec can attach itself
-  // by writing "0"... (v2: one fd; v1: one per hierarchy). Owned by the Cgroup.
+  // fds a SINGLE-THREADED child between fork/clone and exec writes "0" to, to attach itself
+  // (v2: cgroup.procs, one fd; v1: `tasks`, one per hierarchy, which moves the calling thread
+  // only and so avoids the kernel's global threadgroup lock: cgroup.cc). Owned by the Cgroup.
   // The fds are O_CLOEXEC; writing to them is async-signal-safe (JoinFromChild below).
   std::vector<int> ProcsFds() const;
+  // The same files by path (sbx-init opens them itself).
+  std::vector<std::string> JoinFiles() const;
   // Child side of clone(): writes "0" to each fd of ProcsFds(). Async-signal-safe, allocates
   // nothing. Returns 0 or -errno of the first failed write.
   static int JoinFromChild(const int* fds, size_t count) noexcept;
