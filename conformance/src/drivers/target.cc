@@ -28,6 +28,18 @@ bool TargetInfo::Has(const std::string& feature) const {
   return std::find(features.begin(), features.end(), feature) != features.end();
 }
 
+bool TargetInfo::HasOn(const std::string& feature, const std::string& backend) const {
+  if (!Has(feature)) return false;
+  auto own = backend_features.find(backend);
+  if (backend.empty() || own == backend_features.end()) return true;
+  auto names = [&](const std::vector<std::string>& v) {
+    return std::find(v.begin(), v.end(), feature) != v.end();
+  };
+  if (names(own->second)) return true;
+  return std::none_of(backend_features.begin(), backend_features.end(),
+                      [&](const auto& kv) { return names(kv.second); });
+}
+
 sbx::StatusOr<TargetInfo> ParseInfo(const json& j) {
   if (!j.is_object()) return Bad("info", "not a JSON object", j);
   TargetInfo info;
@@ -46,6 +58,19 @@ sbx::StatusOr<TargetInfo> ParseInfo(const json& j) {
       if (!v.is_string()) return Bad("info", fmt::format("'{}' holds a non-string", key), j);
       (std::string(key) == "backends" ? info.backends : info.features)
           .push_back(v.get<std::string>());
+    }
+  }
+  if (j.contains("backend_features")) {
+    const json& bf = j["backend_features"];
+    if (!bf.is_object()) return Bad("info", "'backend_features' is not an object", j);
+    for (const auto& [backend, list] : bf.items()) {
+      if (!list.is_array()) return Bad("info", "'backend_features." + backend + "' is not an array", j);
+      auto& out = info.backend_features[backend];
+      for (const auto& v : list) {
+        if (!v.is_string())
+          return Bad("info", "'backend_features." + backend + "' holds a non-string", j);
+        out.push_back(v.get<std::string>());
+      }
     }
   }
   return info;

@@ -18,6 +18,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,15 @@ namespace sandcheck {
 struct TargetInfo {
   std::string name, version;
   std::vector<std::string> backends, features;
+  // Optional "backend_features": what each backend offers, where they differ (the reference
+  // runtime: gvisor has no limits.disk). "features" is what the target offers on some backend.
+  std::map<std::string, std::vector<std::string>> backend_features;
   nlohmann::json raw = nlohmann::json::object();
   bool Has(const std::string& feature) const;
+  // Whether `feature` is offered on `backend` ("": whichever the target picks): a feature some
+  // backend's own list names counts only if this backend's list names it too; a feature no
+  // backend's list names (e.g. one the driver derives) is the target's.
+  bool HasOn(const std::string& feature, const std::string& backend) const;
 };
 
 // What `exec` answered (adapter protocol v1 exec output).

@@ -251,11 +251,19 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
   const TaskSpec& t = *rec.spec;
   if (t.check) {
     std::vector<std::string> missing;
+    // The backend the task's sandbox lands on: its own, else the one asked for (--backend).
+    const std::string backend =
+        t.sandbox && !t.sandbox->backend.empty() ? t.sandbox->backend : options_.backend;
     for (const auto& f : t.check->features) {
-      if (!info_.Has(f)) missing.push_back(f);
+      if (!info_.HasOn(f, backend)) missing.push_back(f);
     }
     if (!missing.empty()) {
-      rec.skip_reason = fmt::format("not run: the target does not offer {}", Join(missing, ", "));
+      bool elsewhere = std::all_of(missing.begin(), missing.end(),
+                                   [&](const std::string& f) { return info_.Has(f); });
+      rec.skip_reason =
+          elsewhere ? fmt::format("not run: the target does not offer {} on backend '{}'",
+                                  Join(missing, ", "), backend)
+                    : fmt::format("not run: the target does not offer {}", Join(missing, ", "));
     }
   }
   if (rec.skip_reason.empty()) rec.skip_reason = CannotRun(t);

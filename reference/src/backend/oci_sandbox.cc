@@ -180,7 +180,13 @@ std::vector<std::string> ContainerSandbox::NetworkIds() const {
 void ContainerSandbox::Destroy(StageTimings* timings) {
   if (destroyed_) return;
   destroyed_ = true;
-  if (auto spare = slot_->Close()) spare->Teardown(nullptr);
+  // The spare (a whole container) is reclaimed beside the current one, on another background
+  // thread: the sandbox's reclaim costs one container's teardown, not two in a row (NFR-4).
+  if (auto spare = slot_->Close()) {
+    std::shared_ptr<Container> dying(std::move(spare));
+    dying->KillNow();
+    ctx_.background([dying] { dying->Teardown(nullptr); });
+  }
   if (current_) {
     current_->Teardown(timings);
     current_.reset();

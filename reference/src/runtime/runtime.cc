@@ -197,11 +197,15 @@ class RuntimeImpl final : public Runtime {
     nlohmann::json backends = nlohmann::json::array(), unsupported = nlohmann::json::object();
     nlohmann::json implementations = nlohmann::json::object();
     std::set<std::string> features;
+    nlohmann::json backend_features = nlohmann::json::object();  // where backends differ
     for (const auto& [name, b] : backends_) {
       const Status& p = probes_.at(name);
       if (p.ok()) {
         backends.push_back(name);
         for (auto& f : b->Features()) features.insert(f);
+        std::vector<std::string> own = b->Features();
+        std::sort(own.begin(), own.end());
+        backend_features[name] = own;
         if (std::string impl = b->Implementation(); !impl.empty()) implementations[name] = impl;
       } else {
         unsupported[name] = p.message();
@@ -217,6 +221,7 @@ class RuntimeImpl final : public Runtime {
             {"version", "0.1.0"},
             {"backends", backends},
             {"features", features},
+            {"backend_features", backend_features},
             {"unsupported", unsupported},
             {"implementations", implementations},
             {"cgroup", cgroups_->version() == host::CgroupVersion::kV1 ? "v1" : "v2"},
