@@ -65,6 +65,10 @@ class Sandbox {
   virtual void Kill() {}
   // POOL-7: back to a clean state for the next user of a pooled sandbox (same tenant + tool).
   virtual Status Reset() { return Unsupported("reset"); }
+  // Waits (bounded) for the sandbox's own readiness work of an idle moment: the pre-spawned
+  // shell of the next command has started (POOL-8). Runtime::Drain() and the pool's refill
+  // call it, off every caller's clock.
+  virtual void Settle() {}
   // The ids under which this sandbox's networks were attached to the egress gateway, oldest
   // first (a revert attaches a fresh network under a new id): for the gateway's decision log.
   virtual std::vector<std::string> NetworkIds() const { return {id()}; }

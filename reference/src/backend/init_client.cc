@@ -167,6 +167,28 @@ void InitClient::set_nofile(int64_t nofile) {
 
 void InitClient::DropPrespawned() { pre_.reset(); }  // its script pipe closes: EOF, it exits
 
+void InitClient::WaitPrespawned(double timeout_s) {
+  if (!valid() || !pre_) return;
+  // Its answer may already be in the inbox.
+  for (auto it = inbox_.begin(); it != inbox_.end() && pre_ && !pre_->started;) {
+    if (it->id == pre_->id) {
+      Dispatch(*it);
+      it = inbox_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  while (pre_ && !pre_->started && !pre_->dead) {
+    ip::Header h{};
+    if (!RecvPacket(ctl_.get(), static_cast<int>(timeout_s * 1000), &h, nullptr)) return;
+    if (h.id == pre_->id) {
+      Dispatch(h);
+    } else {
+      inbox_.push_back(h);  // another command's message: Start/ExitSource read the inbox first
+    }
+  }
+}
+
 Status InitClient::DropPrespawnedAndWait(double timeout_s) {
   if (!pre_) return Status::Ok();
   const uint32_t id = pre_->id;

@@ -52,6 +52,9 @@ class InitClient {
   void DropPrespawned();
   // The same, and waits until the agent reports the shell gone (its descriptors closed).
   Status DropPrespawnedAndWait(double timeout_s);
+  // Waits until the pre-spawned shell (if any) has started (kStarted), so that the next
+  // command takes it without waiting for its fork and exec.
+  void WaitPrespawned(double timeout_s);
   void set_nofile(int64_t nofile);
 
   struct Started {

@@ -144,6 +144,9 @@ class NativeSandbox final : public Sandbox {
     return Status::Ok();
   }
 
+  void Settle() override {
+    if (current_) current_->WaitPrespawned();
+  }
   void Kill() override {
     if (current_) current_->KillNow();
   }

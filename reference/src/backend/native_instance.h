@@ -55,6 +55,8 @@ class Instance {
   Status Reset();
   // Applies limits that may differ between users of a pooled instance (CPU, memory, PIDs).
   Status ApplyLimits(const Limits& limits);
+  // Waits (bounded) until the pre-spawned shell has started (Sandbox::Settle).
+  void WaitPrespawned() { client_.WaitPrespawned(5); }
 
   bool crashed() const { return crashed_; }
   pid_t init_pid() const { return init_pid_; }

@@ -102,6 +102,8 @@ class Container {
 
   // New CPU, memory, PIDs and descriptor limits (already defaulted; the disk quota is fixed).
   Status ApplyLimits(const Limits& limits);
+  // Waits (bounded) until the pre-spawned shell has started (Sandbox::Settle).
+  void WaitPrespawned() { agent_.WaitPrespawned(5); }
 
   // runsc only: saves the container's whole state (processes, memory, its tmpfs mounts) to
   // image_dir. The container stops.

@@ -177,6 +177,10 @@ std::vector<std::string> ContainerSandbox::NetworkIds() const {
   return ids;
 }
 
+void ContainerSandbox::Settle() {
+  if (current_ && !destroyed_ && !suspended_) current_->WaitPrespawned();
+}
+
 void ContainerSandbox::Destroy(StageTimings* timings) {
   if (destroyed_) return;
   destroyed_ = true;

@@ -31,6 +31,7 @@ class ContainerSandbox : public Sandbox {
   Status PutFile(const std::string& path, const std::string& content, int mode) override;
   void Destroy(StageTimings* timings) override;
   void Kill() override;
+  void Settle() override;
   std::vector<std::string> NetworkIds() const override;
   // POOL-7: a fresh container (as a revert); POOL-2: the next user's CPU, memory, PIDs and
   // descriptor limits (the disk quota is the size of a tmpfs made at start: fixed).

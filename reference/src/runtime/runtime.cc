@@ -410,7 +410,21 @@ class RuntimeImpl final : public Runtime {
     return out;
   }
 
-  void Drain() override { executor_->Drain(); }
+  // The background work (reclaim, refills, spares), then each idle sandbox's own readiness
+  // (its next command's pre-spawned shell has started: Sandbox::Settle). A sandbox busy with a
+  // command is not waited for.
+  void Drain() override {
+    executor_->Drain();
+    std::vector<std::shared_ptr<Live>> live;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [id, l] : live_) live.push_back(l);
+    }
+    for (const auto& l : live) {
+      std::unique_lock sl(l->mu, std::try_to_lock);
+      if (sl.owns_lock()) l->sandbox->Settle();
+    }
+  }
 
   nlohmann::json GatewayLog(const std::string& id) const override {
     nlohmann::json out = nlohmann::json::array();
@@ -506,10 +520,18 @@ class RuntimeImpl final : public Runtime {
     std::lock_guard lock(pools_mu_);
     auto& slot = pools_[key.dump()];
     if (!slot) {
+      // A pooled sandbox is ready when its next command's shell has started: on the refill's
+      // background thread, or the pool's return path (POOL-8).
       auto factory = [this, base]() -> StatusOr<std::unique_ptr<backend::Sandbox>> {
-        return CreateSandbox(NewId(), base, nullptr, backend::CreateMode::kPooled);
+        auto sb = CreateSandbox(NewId(), base, nullptr, backend::CreateMode::kPooled);
+        if (sb.ok()) (*sb)->Settle();
+        return sb;
       };
-      auto resetter = [](backend::Sandbox& sb) { return sb.Reset().ok(); };
+      auto resetter = [](backend::Sandbox& sb) {
+        if (!sb.Reset().ok()) return false;
+        sb.Settle();
+        return true;
+      };
       slot = std::make_shared<SandboxPool>(*pool_options_, factory, resetter);
       ScheduleRefill(slot);
     }
