@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -194,6 +195,15 @@ void SetDiskExceeded(int64_t limit_bytes, ExecResult* r) {
   r->status = ExecStatus::kResourceExceeded;
   r->reason = fmt::format("disk quota {} bytes exhausted (RES-3)", limit_bytes);
   r->error_code = "disk_limit";
+}
+
+void SetExecFailed(const ExecSpec& exec, int err, ExecResult* r) {
+  r->status = ExecStatus::kToolError;
+  r->exit_code = 127;
+  r->reason = fmt::format("cannot execute '{}': {}", exec.argv.empty() ? "/bin/sh" : exec.argv[0],
+                          std::strerror(err));
+  r->error_code = "exec_failed";
+  r->stderr_tail = r->reason + "\n";
 }
 
 void SetTimedOut(const ExecSpec& exec, ExecResult* r) {

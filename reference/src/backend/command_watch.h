@@ -106,5 +106,6 @@ void SetExit(int wait_status, ExecResult* r);
 void SetMemoryExceeded(int64_t limit_bytes, ExecResult* r);  // RES-2
 void SetDiskExceeded(int64_t limit_bytes, ExecResult* r);    // RES-3
 void SetTimedOut(const ExecSpec& exec, ExecResult* r);       // RES-5
+void SetExecFailed(const ExecSpec& exec, int err, ExecResult* r);  // the command cannot run
 
 }  // namespace sbx::backend

@@ -4,6 +4,8 @@
 #include <sched.h>
 #include <sys/ioctl.h>
 
+#include "backend/init_client.h"
+
 namespace sbx::backend {
 namespace {
 
@@ -56,12 +58,7 @@ void AddPersonalityRules(Json* rules) {
 
 }  // namespace
 
-std::map<std::string, std::string> OciBaseEnv() {
-  return {{"PATH", "/usr/bin:/bin:/usr/sbin:/sbin"},
-          {"HOME", "/home/sandbox"},
-          {"USER", "sandbox"},
-          {"PWD", "/work"}};
-}
+std::map<std::string, std::string> OciBaseEnv() { return AgentBaseEnv(); }
 
 Json OciProcessJson(const OciProcess& p) {
   Json env = Json::array();

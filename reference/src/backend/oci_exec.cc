@@ -150,12 +150,7 @@ StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
     return started.status();
   }
   if (started->exec_errno != 0) {
-    std::string arg0 = exec.argv.empty() ? "/bin/sh" : exec.argv[0];
-    r.status = ExecStatus::kToolError;
-    r.exit_code = 127;
-    r.reason = fmt::format("cannot execute '{}': {}", arg0, std::strerror(started->exec_errno));
-    r.error_code = "exec_failed";
-    r.stderr_tail = r.reason + "\n";
+    SetExecFailed(exec, started->exec_errno, &r);
     r.stages.inject_context = Since(t_inject);
     return r;
   }
