@@ -31,17 +31,6 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// The container's PID 1: blocks reading a FIFO nobody writes (it holds both ends), reaps every
-// orphan re-parented to it (the CHLD trap runs `wait`), and starts no process of its own, so
-// nothing of the baseline looks like something a command left behind. It runs as uid 0 with no
-// capabilities: a tool (uid 1000) can neither signal it nor open its FIFO (0600, root). If the
-// FIFO cannot be made, a sleeping child does the blocking instead.
-constexpr const char* kInitScript =
-    "trap 'exit 0' TERM INT; trap wait CHLD; "
-    "if mkfifo -m 600 /dev/.sbx-init 2>/dev/null && exec 3<>/dev/.sbx-init; then "
-    "while :; do read -u 3 x || sleep 1; done; fi; "
-    "while :; do sleep 2147483647 & wait; done";
-
 constexpr double kVerbTimeoutS = 30;
 
 // Where the agent (sbx-init) is bound into a crun/runc container.
@@ -177,26 +166,22 @@ Status Container::WriteBundle(const BackendContext& ctx, const ContainerConfig& 
   spec.init.gid = 0;
   spec.init.cwd = "/";
   spec.init.env = OciBaseEnv();
-  spec.init.nofile = limits_.fds;
-  if (use_agent_) {
-    // The agent: sbx-init, bound read-only into the container's own /dev (a tmpfs of the
-    // runtime's: nothing is created in the image or its overlay). It keeps the three
-    // capabilities it needs to become the tools' user in each command, drops them there, and
-    // may raise a command's RLIMIT_NOFILE up to the hard limit (RES-6).
-    char abs[PATH_MAX];
-    if (!realpath(ctx.init_path.c_str(), abs)) return ErrnoStatus("sbx-init at " + ctx.init_path);
-    spec.mounts.push_back({kAgentPath, "bind", abs, {"bind", "ro", "nosuid", "nodev"}});
-    spec.init.args = {kAgentPath, runsc ? "--agent-stdin" : "--agent"};
-    spec.init.capabilities = {"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"};
-    // The OCI runtime sets rlimits without CAP_SYS_RESOURCE, so the hard limit cannot exceed the
-    // runtime's own.
-    struct rlimit own {};
-    getrlimit(RLIMIT_NOFILE, &own);
-    spec.init.nofile = std::min<int64_t>(256, limits_.fds);
-    spec.init.nofile_hard = std::max<int64_t>(limits_.fds, static_cast<int64_t>(own.rlim_max));
-  } else {
-    spec.init.args = {"/bin/sh", "-c", kInitScript};
-  }
+  // The agent: sbx-init, bound read-only into the container's own /dev (a tmpfs of the
+  // runtime's: nothing is created in the image or its overlay). It keeps the three
+  // capabilities it needs to become the tools' user in each command, drops them there, and
+  // may raise a command's RLIMIT_NOFILE up to the hard limit (RES-6).
+  char abs[PATH_MAX];
+  if (!realpath(ctx.init_path.c_str(), abs)) return ErrnoStatus("sbx-init at " + ctx.init_path);
+  spec.mounts.push_back({kAgentPath, "bind", abs, {"bind", "ro", "nosuid", "nodev"}});
+  spec.init.args = {kAgentPath, runsc ? "--agent-stdin" : "--agent"};
+  spec.init.capabilities = {"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"};
+  // The OCI runtime sets rlimits without CAP_SYS_RESOURCE, so the hard limit cannot exceed the
+  // runtime's own.
+  struct rlimit own {};
+  getrlimit(RLIMIT_NOFILE, &own);
+  spec.init.nofile = std::min<int64_t>(256, limits_.fds);
+  spec.init.nofile_hard = std::max<int64_t>(limits_.fds, static_cast<int64_t>(own.rlim_max));
+
   std::string text = OciConfig(spec).dump(1);
   std::string path = dir_ + "/config.json";
   std::ofstream f(path, std::ios::trunc);
@@ -219,7 +204,6 @@ StatusOr<std::unique_ptr<Container>> Container::Start(const BackendContext& ctx,
   c->net_ = std::move(config.net);
   c->dir_ = ctx.state_dir + "/sb/" + config.id;
   const bool runsc = rt.flavor == OciFlavor::kRunsc;
-  c->use_agent_ = true;
 
   // LC-2 allocate: directories (mount points only), the cgroup with the limits (LC-3).
   RETURN_IF_ERROR(MkdirP(ctx.state_dir, 0700));
@@ -255,7 +239,7 @@ StatusOr<std::unique_ptr<Container>> Container::Start(const BackendContext& ctx,
   // reading its socket when the checkpoint was taken) is reached through a fresh socket.
   std::vector<std::pair<int, int>> pass;
   host::UniqueFd agent_end;
-  if (c->use_agent_) {
+  {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
       st = ErrnoStatus("socketpair");
@@ -269,13 +253,13 @@ StatusOr<std::unique_ptr<Container>> Container::Start(const BackendContext& ctx,
   const bool restore = !config.restore_image.empty();
   if (st.ok() && !restore) {
     std::vector<std::string> create = {"create", "--bundle", c->dir_, "--pid-file", pid_file};
-    if (c->use_agent_ && !runsc) create.insert(create.end(), {"--preserve-fds", "1"});
+    if (!runsc) create.insert(create.end(), {"--preserve-fds", "1"});
     create.push_back(c->cid_);
     st = c->RunVerb(create, config.start_timeout_s, /*join_cgroup=*/true, /*overlay=*/!runsc,
                     pass);
     agent_end.Reset();
     if (st.ok()) st = c->RunVerb({"start", c->cid_}, config.start_timeout_s, false, false);
-    if (st.ok() && c->use_agent_) {
+    if (st.ok()) {
       st = c->agent_.WaitReady(config.start_timeout_s);
       if (!st.ok()) {
         st = Status(Code::kSandboxUnavailable,
@@ -291,7 +275,7 @@ StatusOr<std::unique_ptr<Container>> Container::Start(const BackendContext& ctx,
                     config.start_timeout_s, true, false, pass);
     agent_end.Reset();
   }
-  if (st.ok() && c->use_agent_) c->agent_.EnablePrespawn(c->limits_.fds);  // POOL-8
+  if (st.ok()) c->agent_.EnablePrespawn(c->limits_.fds);  // POOL-8
   if (st.ok()) {
     c->init_pid_ = static_cast<pid_t>(std::atol(ReadSmallFile(pid_file).c_str()));
     if (c->init_pid_ <= 1) st = Internal("bad pid file " + pid_file);
@@ -338,7 +322,7 @@ Status Container::Checkpoint(const std::string& image_dir) {
   // gVisor cannot save a descriptor that came from the host other than the init's stdio: the
   // pre-spawned shell holds four (its pipes) and must be gone first. (A tool's background
   // process that kept a command's output open makes the checkpoint fail the same way.)
-  if (use_agent_) RETURN_IF_ERROR(agent_.DropPrespawnedAndWait(10));
+  RETURN_IF_ERROR(agent_.DropPrespawnedAndWait(10));
   RETURN_IF_ERROR(MkdirP(image_dir, 0700));
   Status st = RunVerb({"checkpoint", "--image-path", image_dir, cid_}, 120, false, false);
   crashed_ = true;  // the container stops after a checkpoint, whatever happened

@@ -141,8 +141,7 @@ class Container {
   pid_t init_pid_ = -1;
   host::UniqueFd init_pidfd_;
   Child shim_;  // reaps the container's host processes (oci_spawn.h)
-  bool use_agent_ = false;  // the init is sbx-init --agent (--agent-stdin under runsc)
-  InitClient agent_;
+  InitClient agent_;  // the init: sbx-init --agent (--agent-stdin under runsc)
   int64_t oom_kills_seen_ = 0;
   bool created_ = false;  // the runtime has a record of the container
   bool crashed_ = false;

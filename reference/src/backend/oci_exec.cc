@@ -1,7 +1,7 @@
 // backend/oci_exec: a command in a running OCI container (crun, runc, runsc): LC-4 through
 // the in-sandbox agent (init_client.h: environment and secrets in memory only), the shared
-// watch loop (command_watch.h) for LC-5 and LC-6; SignalTools for RES-5. The container's life (bundle,
-// create/restore, limits, checkpoint, teardown) is oci_container.cc.
+// watch loop (command_watch.h) for LC-5 and LC-6; SignalTools for RES-5. The container's life
+// (bundle, create/restore, limits, checkpoint, teardown) is oci_container.cc.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 
 #include "backend/command_watch.h"
 #include "backend/oci_bundle.h"
@@ -43,30 +42,13 @@ StatusOr<host::UniqueFd> MemFile(const std::string& name, const std::string& tex
   return fd;
 }
 
-// PPid and real uid of a host process ("" fields if it is gone).
-bool ProcParentAndUid(pid_t pid, pid_t* ppid, uid_t* uid) {
-  std::ifstream f(fmt::format("/proc/{}/status", pid));
-  std::string line;
-  bool got_ppid = false, got_uid = false;
-  while (std::getline(f, line)) {
-    if (line.rfind("PPid:", 0) == 0) {
-      *ppid = static_cast<pid_t>(std::atol(line.c_str() + 5));
-      got_ppid = true;
-    } else if (line.rfind("Uid:", 0) == 0) {
-      *uid = static_cast<uid_t>(std::atol(line.c_str() + 4));
-      got_uid = true;
-    }
-  }
-  return got_ppid && got_uid;
-}
-
 }  // namespace
 
 void Container::SignalTools(int sig) {
   if (rt_.flavor == OciFlavor::kRunsc) {
     // gVisor's processes are not host processes: a killer runs inside, as the tools' user.
-    // kill(-1) reaches every process that user may signal except itself and PID 1, and the
-    // init (and the sleep of its fallback) are uid 0 (RES-5).
+    // kill(-1) reaches every process that user may signal except itself, and the agent (PID 1)
+    // is uid 0 (RES-5).
     OciProcess killer;
     killer.args = {"/bin/kill", "-s", sig == SIGKILL ? "KILL" : "TERM", "-1"};
     killer.env = OciBaseEnv();
@@ -87,17 +69,13 @@ void Container::SignalTools(int sig) {
     return;
   }
   // crun/runc: from the host. Frozen, nothing can fork or exit (so no pid is reused) while we
-  // pick the targets: every process of the cgroup but the container's init (and the sleep of
-  // its fallback, a uid-0 child: a tool cannot make one).
+  // pick the targets: every process of the cgroup but the container's init, the agent (a
+  // command it is still starting, uid 0 until its setresuid, is a target too).
   for (int round = 0; round < (sig == SIGKILL ? 40 : 1); ++round) {
     bool frozen = cgroup_->Freeze().ok();
     int targets = 0;
     for (pid_t pid : cgroup_->Pids()) {
       if (pid == init_pid_) continue;
-      pid_t ppid = 0;
-      uid_t uid = 0;
-      if (!ProcParentAndUid(pid, &ppid, &uid)) continue;
-      if (ppid == init_pid_ && uid == 0) continue;  // the init's fallback sleep
       if (frozen) {
         kill(pid, sig);
       } else {
