@@ -450,10 +450,37 @@ inline int CountOpenFds() {
   return n - 3;  // ".", "..", and the DIR's own fd
 }
 
+// The process's live threads. A thread that std::thread::join has already returned for can
+// still be listed in /proc/self/task for a moment (join wakes on the tid futex the kernel clears
+// in do_exit, before the task is unhashed), so a bare count read right after a join is one too
+// many. A thread that has begun exiting has PF_EXITING (0x4) in its stat flags from the first
+// step of do_exit on: those are not counted, which makes the count exact at any instant.
 inline int CountThreads() {
+  constexpr unsigned long kPfExiting = 0x4;
   int n = 0;
   if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      // read(2), not a stream: reading the stat of a thread that is gone fails with ESRCH.
+      std::string path = std::string("/proc/self/task/") + e->d_name + "/stat";
+      int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;  // gone since readdir: not live
+      char buf[1024];
+      ssize_t len = read(fd, buf, sizeof buf - 1);
+      close(fd);
+      if (len <= 0) continue;
+      std::string stat(buf, static_cast<size_t>(len));
+      size_t paren = stat.rfind(')');
+      if (paren == std::string::npos) continue;
+      // After "(comm)": state ppid pgrp session tty_nr tpgid flags ...
+      unsigned long flags = 0;
+      char state = 0;
+      if (std::sscanf(stat.c_str() + paren + 1, " %c %*d %*d %*d %*d %*d %lu", &state,
+                      &flags) != 2) {
+        continue;
+      }
+      n += (flags & kPfExiting) == 0;
+    }
     closedir(d);
   }
   return n;
