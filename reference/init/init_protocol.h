@@ -34,6 +34,7 @@ struct ExecParams {
   uint32_t uid;
   uint32_t gid;
   int64_t nofile;  // RLIMIT_NOFILE (RES-6)
+  int64_t nproc;   // RLIMIT_NPROC, 0 = none (gvisor: the guest kernel's process limit, RES-4)
 };
 
 }  // namespace sbx::initproto

@@ -264,6 +264,13 @@ int MarkCloexecAbove2() {
   if (setgroups(0, nullptr) != 0) goto fail;
   if (setresgid(p.gid, p.gid, p.gid) != 0) goto fail;
   if (setresuid(p.uid, p.uid, p.uid) != 0) goto fail;
+  // RES-4 inside gVisor: the Sentry keeps its own per-user process count, which this bounds.
+  // Set after setresuid: gVisor enforces a limit set before it on none of the forks that
+  // follow (measured: a fork bomb passed `ulimit -u` 30 set as root, not 30 set as the user).
+  if (p.nproc > 0) {
+    struct rlimit nproc = {static_cast<rlim_t>(p.nproc), static_cast<rlim_t>(p.nproc)};
+    if (setrlimit(RLIMIT_NPROC, &nproc) != 0) goto fail;
+  }
   if (chdir("/work") != 0) goto fail;
   umask(022);
   {

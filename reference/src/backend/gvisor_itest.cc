@@ -264,6 +264,36 @@ TEST_F(Gvisor, ForkBombIsContainedAndReaped) {
   EXPECT_FALSE(std::filesystem::exists(dir)) << "the bomb's cgroup is left";
 }
 
+// RES-4: the requested pids bound the guest's processes, not gVisor's host tasks. Regression:
+// pids.max was the request + 64 and counts host tasks (about 12 per guest process on ptrace),
+// so 80 processes did not fit under 128 (limits/fork-bomb-contained failed on gvisor).
+TEST_F(Gvisor, GuestProcessesAreHeldToTheRequestedPids) {
+  std::string id = Create({.pids = 128});
+  ASSERT_FALSE(id.empty());
+  ExecResult fit = Exec(id, "sbx-forkbomb -n 80 -t 1", 20);
+  ASSERT_EQ(fit.status, ExecStatus::kOk) << fit.reason << fit.stderr_tail;
+  auto doc = nlohmann::json::parse(fit.stdout_tail, nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << fit.stdout_tail;
+  EXPECT_EQ(doc.value("fork_failures", -1), 0) << "the limit is lower than asked";
+  EXPECT_GE(doc.value("peak_procs", 0), 70);
+
+  // Past the limit: the bomb's forks fail inside the guest (EAGAIN) and it holds at <= 128,
+  // or gVisor's host ceiling ends the sandbox first (resource_exceeded); never more.
+  ExecResult bomb = Exec(id, "sbx-forkbomb -n 400 -t 2", 20);
+  if (bomb.status == ExecStatus::kOk) {
+    auto b = nlohmann::json::parse(bomb.stdout_tail, nullptr, false);
+    ASSERT_TRUE(b.is_object()) << bomb.stdout_tail;
+    EXPECT_GE(b.value("fork_failures", 0), 1);
+    EXPECT_LE(b.value("peak_procs", 1000), 128) << "more guest processes than asked";
+  } else {
+    EXPECT_EQ(bomb.status, ExecStatus::kResourceExceeded) << bomb.reason;
+    RevertSeconds(id);
+  }
+  ExecResult after = Exec(id, "ulimit -u", 5);
+  EXPECT_EQ(after.stdout_tail, "128\n") << "every command, after a revert too: " << after.reason;
+  ASSERT_TRUE(rt_->Destroy(id).ok());
+}
+
 TEST_F(Gvisor, TimeoutKillsEveryProcessTheCommandStarted) {
   // RES-5, FAIL-4: inside gVisor the killer runs as the tools' user: kill(-1) reaches every
   // process it started, not the init.

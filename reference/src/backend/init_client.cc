@@ -117,7 +117,7 @@ Status InitClient::SendExec(uint32_t id, const std::vector<std::string>& argv,
                             const std::vector<int>& fds) {
   std::string packet(sizeof(ip::Header) + sizeof(ip::ExecParams), '\0');
   ip::Header h{ip::kExec, id, static_cast<int32_t>(argv.size()), static_cast<int32_t>(env.size())};
-  ip::ExecParams params{uid_, gid_, nofile_};
+  ip::ExecParams params{uid_, gid_, nofile_, nproc_};
   std::memcpy(packet.data(), &h, sizeof h);
   std::memcpy(packet.data() + sizeof h, &params, sizeof params);
   for (const auto& a : argv) packet.append(a).push_back('\0');
@@ -161,6 +161,15 @@ void InitClient::set_nofile(int64_t nofile) {
   nofile_ = nofile;
   if (pre_) {
     DropPrespawned();  // it has the old RLIMIT_NOFILE
+    Prespawn();
+  }
+}
+
+void InitClient::set_nproc(int64_t nproc) {
+  if (nproc == nproc_) return;
+  nproc_ = nproc;
+  if (pre_) {
+    DropPrespawned();  // it has the old RLIMIT_NPROC
     Prespawn();
   }
 }

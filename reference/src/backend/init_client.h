@@ -56,6 +56,9 @@ class InitClient {
   // command takes it without waiting for its fork and exec.
   void WaitPrespawned(double timeout_s);
   void set_nofile(int64_t nofile);
+  // RLIMIT_NPROC of every later command (0: none). Only where the sandbox has a kernel of its
+  // own (gVisor's Sentry): on the host kernel the count is per uid across all sandboxes.
+  void set_nproc(int64_t nproc);
 
   struct Started {
     uint32_t id = 0;
@@ -91,6 +94,7 @@ class InitClient {
   host::UniqueFd ctl_;
   uint32_t uid_ = 0, gid_ = 0;
   int64_t nofile_ = 1024;
+  int64_t nproc_ = 0;
   uint32_t next_id_ = 1;
   bool prespawn_ = false;
   bool broken_ = false;

@@ -200,6 +200,7 @@ StatusOr<std::unique_ptr<Container>> Container::Start(const BackendContext& ctx,
   c->id_ = config.id;
   c->cid_ = config.container_id;
   c->limits_ = config.limits;
+  c->guest_nproc_ = config.guest_nproc;
   c->env_ = config.env;
   c->net_ = std::move(config.net);
   c->dir_ = ctx.state_dir + "/sb/" + config.id;
@@ -246,6 +247,7 @@ StatusOr<std::unique_ptr<Container>> Container::Start(const BackendContext& ctx,
     } else {
       c->agent_ = InitClient(host::UniqueFd(sv[0]), kOciSandboxUid, kOciSandboxGid);
       c->agent_.set_nofile(c->limits_.fds);
+      c->agent_.set_nproc(c->guest_nproc_);
       agent_end.Reset(sv[1]);
       pass.push_back({agent_end.get(), runsc ? 0 : 3});
     }
@@ -304,7 +306,7 @@ bool Container::InitAlive() const {
   return poll(&p, 1, 0) == 0;
 }
 
-Status Container::ApplyLimits(const Limits& l) {
+Status Container::ApplyLimits(const Limits& l, int64_t guest_nproc) {
   if (torn_down_ || !cgroup_) return FailedPrecondition("container is gone");
   RETURN_IF_ERROR(cgroup_->SetCpuMillicores(l.cpu_millicores));
   RETURN_IF_ERROR(cgroup_->SetMemoryBytes(l.memory_bytes));
@@ -312,7 +314,8 @@ Status Container::ApplyLimits(const Limits& l) {
   limits_.cpu_millicores = l.cpu_millicores;
   limits_.memory_bytes = l.memory_bytes;
   limits_.pids = l.pids;
-  limits_.fds = l.fds;  // RLIMIT_NOFILE is set per command
+  limits_.fds = l.fds;           // RLIMIT_NOFILE is set per command
+  guest_nproc_ = guest_nproc;    // so is RLIMIT_NPROC
   return Status::Ok();
 }
 
@@ -395,6 +398,7 @@ StatusOr<std::unique_ptr<Container>> StartInstance(const BackendContext& ctx, co
   cfg.layer_dir = req.layer_dir;
   cfg.restore_image = req.restore_image;
   cfg.limits = req.limits;
+  cfg.guest_nproc = req.guest_nproc;
   cfg.env = req.env;
   if (!req.egress.empty()) {
     if (!ctx.egress)

@@ -58,6 +58,7 @@ struct ContainerConfig {
   std::string image_dir;     // the image's unpacked root (read-only, shared)
   std::string layer_dir;     // crun/runc: a durable filesystem layer above the image, or ""
   Limits limits;             // already defaulted
+  int64_t guest_nproc = 0;   // runsc: every command's RLIMIT_NPROC (the guest's limit), 0: none
   std::map<std::string, std::string> env;  // the sandbox's environment (never secrets)
   std::unique_ptr<net::Attachment> net;    // null: a fresh network namespace with only lo
   std::string restore_image;               // runsc: restore this checkpoint, not a cold start
@@ -72,6 +73,7 @@ struct InstanceRequest {
   std::string layer_dir;      // crun/runc: durable filesystem layer (suspend), or ""
   std::string restore_image;  // runsc: checkpoint to restore, or "" for a cold start
   Limits limits;              // already defaulted
+  int64_t guest_nproc = 0;    // as ContainerConfig::guest_nproc
   EgressPolicy egress;
   std::map<std::string, std::string> hosts;
   std::map<std::string, std::string> env;
@@ -100,8 +102,9 @@ class Container {
   StatusOr<ExecResult> Exec(const ExecSpec& exec,
                             const std::map<std::string, std::string>& secrets);
 
-  // New CPU, memory, PIDs and descriptor limits (already defaulted; the disk quota is fixed).
-  Status ApplyLimits(const Limits& limits);
+  // New CPU, memory, PIDs and descriptor limits (already defaulted; the disk quota is fixed),
+  // and the guest's process limit (as ContainerConfig::guest_nproc).
+  Status ApplyLimits(const Limits& limits, int64_t guest_nproc);
   // Waits (bounded) until the pre-spawned shell has started (Sandbox::Settle).
   void WaitPrespawned() { agent_.WaitPrespawned(5); }
 
@@ -134,6 +137,7 @@ class Container {
   OciRuntime rt_;
   std::string id_, cid_, dir_;
   Limits limits_;
+  int64_t guest_nproc_ = 0;
   std::map<std::string, std::string> env_;
   OverlayRoot overlay_;
   std::unique_ptr<host::Cgroup> cgroup_;

@@ -48,8 +48,10 @@ Status ContainerSandbox::ApplyLimits(const Limits& requested) {
   if (l.disk_bytes != spec_.limits.disk_bytes) {
     return FailedPrecondition("the disk quota of a pooled sandbox is fixed at creation");
   }
-  RETURN_IF_ERROR(current_->ApplyLimits(l));
+  const int64_t nproc = GuestNproc(DefaultedLimits(requested));
+  RETURN_IF_ERROR(current_->ApplyLimits(l, nproc));
   spec_.limits = l;
+  guest_nproc_ = nproc;
   slot_->Invalidate();  // a spare made with the old limits is stale
   return Status::Ok();
 }
@@ -71,6 +73,7 @@ InstanceRequest ContainerSandbox::NextRequest() {
   r.layer_dir = layer_dir_;
   r.restore_image = restore_image_;
   r.limits = spec_.limits;
+  r.guest_nproc = guest_nproc_;
   r.egress = spec_.egress;
   r.hosts = spec_.hosts;
   r.env = spec_.env;

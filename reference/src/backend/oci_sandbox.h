@@ -46,6 +46,9 @@ class ContainerSandbox : public Sandbox {
   virtual InstanceRequest NextRequest();
   // The limits a container is given for the requested ones (gVisor adds its own threads).
   virtual Limits HostLimits(const Limits& requested) const;
+  // The RLIMIT_NPROC every command gets for the requested (defaulted) limits; 0: none (the
+  // host's pids.max is the limit). gvisor: the requested pids, held by the Sentry.
+  virtual int64_t GuestNproc(const Limits&) const { return 0; }
   // Starts the first container; `keep_spare` pre-starts the next one in the background.
   Status StartFirst(StageTimings* timings, bool keep_spare);
   void ScheduleSpare();
@@ -60,7 +63,8 @@ class ContainerSandbox : public Sandbox {
   OciRuntime rt_;
   std::string backend_name_;
   std::string id_;
-  SandboxSpec spec_;
+  SandboxSpec spec_;           // its limits: the host's (HostLimits)
+  int64_t guest_nproc_ = 0;    // GuestNproc of the requested limits
   std::string image_dir_;
   std::string layer_dir_;      // oci: durable filesystem layer (suspend)
   std::string restore_image_;  // gvisor: durable checkpoint (golden, or the latest suspend)
