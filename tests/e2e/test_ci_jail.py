@@ -87,6 +87,18 @@ def test_bind_shows_a_copy_at_the_original_path(root_only):
         run(["rm", "-rf", str(base)])
 
 
+def test_a_working_directory_the_jail_hides_is_refused_clearly(root_only, tmp_path):
+    # The jail's /tmp is a fresh tmpfs: a clone below /tmp could not be entered inside. Regression:
+    # that showed as "cd: ...: No such file or directory" from inside the jail.
+    r = run([str(JAIL), "--name", "t-jail-6", "--", "true"], timeout=60, cwd=str(tmp_path))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "is below /tmp" in r.stderr and "mktemp -d -p /var/tmp" in r.stderr, r.stderr
+    r = run([str(JAIL), "--name", "t-jail-6", "--bind", f"{tmp_path}=/var/tmp", "--", "true"],
+            timeout=60)
+    assert r.returncode == 2 and "below /tmp" in r.stderr, r.stderr
+    assert host_jail_cgroups("t-jail-6") == []
+
+
 def test_a_jail_does_not_nest(root_only):
     env = dict(os.environ, SBX_JAIL="outer")
     r = run([str(JAIL), "--", "true"], env=env)
