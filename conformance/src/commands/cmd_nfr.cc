@@ -24,6 +24,7 @@
 #include "report/chart.h"
 #include "report/render.h"
 #include "report/report.h"
+#include "run/command_lines.h"
 #include "run/mirror_fixture.h"
 #include "run/nfr_runner.h"
 #include "scenario/catalog.h"
@@ -36,7 +37,7 @@ using nlohmann::json;
 
 constexpr const char* kCompareHelp =
     R"(usage: sandcheck compare [--target T ...] [--samples N] [--scenario NAME|FILE]
-                         [--out DIR] [--adapter-timeout S]
+                         [--out DIR] [--adapter-timeout S] [--cli-rounds N]
 
 Runs the latency targets (default scenario nfr) against several targets in one go — by default
 the reference runtime in process (every backend it offers) and every third-party adapter next
@@ -46,11 +47,18 @@ comparison.md (per latency target: p50/p95 of every runtime and backend, as rati
 the reference runtime's first backend — and to the floor), comparison.json, comparison.html
 (with CDFs) and every target's own report under DIR/<target>/.
 
+Then, in the same run, one command from the command line side by side (issue 16): fork+exec,
+`bwrap --unshare-all /bin/true`, `runsc do /bin/true`, `sandboxctl info` and `sandboxctl run
+[--backend B] -- true` for the reference's backends, and each container backend's runtime-CLI
+floor (a bare `crun exec` / `runsc exec` of /bin/true into a container the harness starts),
+with the ratios to bwrap, to runsc do and to the floor, and ours warm exec ÷ that runtime CLI.
+
   --target T      reference, adapter:PATH, http://HOST:PORT or unix:PATH (repeatable);
                   T#BACKEND measures only that backend of T (e.g. reference#native)
   --samples N     samples per latency target (default: the scenario's; clamped to each max)
   --scenario S    the latency-target file (default nfr)
   --out DIR       default reports/runs/<run-id>-compare
+  --cli-rounds N  rounds of the command-line table (default 20; 0 leaves it out)
 Exit codes: 0 every run finished (whatever its verdict), 2 bad usage, 3 a run could not be made.
 )";
 
@@ -302,6 +310,7 @@ std::string ComparisonMarkdown(const json& c, const json& host, double when_unix
     }
     out += "\n";
   }
+  if (c.contains("command_lines")) out += CommandLinesMarkdown(c["command_lines"]);
   return out;
 }
 
@@ -327,13 +336,31 @@ std::string ComparisonHtml(const json& c, const std::string& markdown) {
            RenderCdfSvg(tg.value("id", "") + ": " + tg.value("title", ""), series, limit) +
            "</figure>\n";
   }
+  if (c.contains("command_lines") && c["command_lines"].is_object()) {
+    std::vector<CdfSeries> series;
+    for (const auto& r : c["command_lines"]["rows"]) {
+      if (r.contains("samples"))
+        series.push_back({r.value("label", ""), r["samples"].get<std::vector<double>>(),
+                          r.value("role", "") == "floor"});
+    }
+    if (series.size() >= 2)
+      out += "<h2>One command from the command line</h2>\n<figure>" +
+             RenderCdfSvg("one command from the command line, and the runtime CLI floors",
+                          series, 0) +
+             "</figure>\n";
+  }
   out += "<h2>Table</h2>\n<pre>" + XmlEscape(markdown) + "</pre>\n</body></html>\n";
   return out;
 }
 
 int CmdCompare(const std::vector<std::string>& args) {
   auto parsed = ParseArgs(
-      args, {{"target", true, true}, {"samples"}, {"scenario"}, {"out"}, {"adapter-timeout"}});
+      args, {{"target", true, true},
+             {"samples"},
+             {"scenario"},
+             {"out"},
+             {"adapter-timeout"},
+             {"cli-rounds"}});
   if (!parsed.ok()) return UsageError("compare", parsed.status().message());
   const ParsedArgs& a = *parsed;
   if (a.help) {
@@ -343,6 +370,15 @@ int CmdCompare(const std::vector<std::string>& args) {
   if (!a.positional.empty()) return UsageError("compare", "unexpected argument " + a.positional[0]);
   auto samples = ParseSamples(a);
   if (!samples.ok()) return UsageError("compare", samples.status().message());
+  int cli_rounds = 20;
+  if (a.Has("cli-rounds")) {
+    std::string text = a.Get("cli-rounds");
+    char* end = nullptr;
+    long v = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || v < 0 || v > 10000)
+      return UsageError("compare", "--cli-rounds needs a whole number 0..10000, not '" + text + "'");
+    cli_rounds = static_cast<int>(v);
+  }
   std::string scenario = a.Get("scenario", "nfr");
   auto spec = LoadNfrByName(scenario, {}, nullptr);
   if (!spec.ok()) return UsageError("compare", spec.status().message());
@@ -417,6 +453,35 @@ int CmdCompare(const std::vector<std::string>& args) {
     reports.push_back(*j);
   }
   json comparison = BuildComparison(*spec, reports, *floor);
+  comparison["command_lines"] = nullptr;
+  if (cli_rounds > 0 && !Interrupted()) {
+    // The reference's backends (those its warm-start rows measured) get a `sandboxctl run` row
+    // each, when the first target is the reference runtime and sandboxctl is next to sandcheck.
+    CommandLineOptions co;
+    co.rounds = cli_rounds;
+    std::string ours_target;
+    bool reference_first = !targets.empty() && targets[0].rfind("reference", 0) == 0;
+    if (!reports.empty()) ours_target = reports[0]["target"].value("name", "");
+    std::string ctl = SelfDir() + "/sandboxctl";
+    if (reference_first && !reports.empty() && ::access(ctl.c_str(), X_OK) == 0) {
+      co.sandboxctl = ctl;
+      std::set<std::string> seen;
+      for (const auto& m : reports[0]["measurements"]) {
+        std::string b = m.value("backend", "");
+        if (m.value("name", "") == "warm-start" && b != "native" && !b.empty() &&
+            seen.insert(b).second)
+          co.backends.push_back(b);
+      }
+    }
+    co.progress = [](const std::string& line) {
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    };
+    std::printf("\n== command lines: %d rounds\n", cli_rounds);
+    std::fflush(stdout);
+    comparison["command_lines"] =
+        CommandLinesJson(MeasureCommandLines(co), cli_rounds, comparison, ours_target);
+  }
   comparison["run_id"] = run_id;
   comparison["targets_asked"] = targets;
   comparison["host"] = reports.empty() ? json::object() : reports[0]["host"];
