@@ -160,7 +160,7 @@ int CmdRunNfr(const std::vector<std::string>& args, const ParsedArgs& a) {
   }
   log.ClearProgress();
   target = sbx::Internal("closed");  // the runtime (and its background work) ends here
-  ctx.finished_unix = NowUnix();
+  FinishRunContext(ctx);
   json report = BuildReport(ctx, {});
   report["checks"] = result.checks;
   report["measurements"] = result.measurements;

@@ -336,8 +336,7 @@ int CmdRun(const std::vector<std::string>& args) {
   mirror.reset();
   harness.reset();  // removes the canaries
   ApplyExpectationsAndProfile(runs, ctx.expectations, ctx.profile);
-  ctx.finished_unix =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  FinishRunContext(ctx);
   json report = BuildReport(ctx, runs);
   if (int rc = WriteRunReports(report, out_dir, a.Has("tap"), default_out, ctx.run_id); rc != 0)
     return rc;

@@ -45,7 +45,13 @@ RunContext StartRunContext(const std::vector<std::string>& args, const ParsedArg
   ctx.target_driver = target.ok() ? (*target)->Kind() : "";
   ctx.backend = a.Get("backend");
   ctx.started_unix = NowUnix();
+  ctx.load_start = ReadMachineLoad();
   return ctx;
+}
+
+void FinishRunContext(RunContext& ctx) {
+  ctx.finished_unix = NowUnix();
+  ctx.machine_load = DescribeMachineLoad(ctx.load_start, ReadMachineLoad());
 }
 
 using nlohmann::json;

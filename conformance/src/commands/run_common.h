@@ -22,10 +22,14 @@ double NowUnix();
 
 // The report context every run starts from: a new run id, the command line (tokens masked),
 // the profile, the target's spec and driver kind ("" when it could not be opened), --backend,
-// and the start time.
+// and the start time with the machine's load counters (host/machine_load.h).
 RunContext StartRunContext(const std::vector<std::string>& args, const ParsedArgs& a,
                            Profile profile, const TargetOptions& topts,
                            const sbx::StatusOr<std::unique_ptr<Target>>& target);
+
+// The end of the run: the finish time, and how busy the machine was since the start
+// (report.json "machine_load").
+void FinishRunContext(RunContext& ctx);
 
 // --target (default "reference"), --token (default $SANDCHECK_TOKEN), --adapter-timeout (seconds,
 // > 0 and <= 3600, default 30) and the tools next to the binary. kInvalidArgument names the

@@ -11,6 +11,7 @@
 
 #include "common/json_strict.h"
 #include "common/stats.h"
+#include "host/machine_load.h"
 #include "report/render.h"
 
 namespace sandcheck {
@@ -125,6 +126,19 @@ sbx::StatusOr<GateReport> EvaluateGates(const json& report, const NfrSpec& spec,
   RETURN_IF_ERROR(Statistic({1.0}, o.statistic).status());
   if (o.tolerance < 0) return sbx::InvalidArgument("tolerance must be >= 0");
   GateReport out;
+
+  // What the machine was like during the run: context for every absolute figure (a breach on
+  // a machine that was busy with something else reads differently from one on a quiet machine).
+  for (const auto& m : report["measurements"]) {
+    if (m["backend"] != "host" || m["clock"] != "harness") continue;
+    std::vector<double> v = SamplesOf(m);
+    if (v.empty()) continue;
+    out.notes.push_back(fmt::format("machine floor in this run ({}): p50 {}, p95 {} (n={})",
+                                    m["name"].get<std::string>(), Ms(Percentile(v, 50)),
+                                    Ms(Percentile(v, 95)), v.size()));
+  }
+  if (std::string load = MachineLoadLine(report.value("machine_load", json())); !load.empty())
+    out.notes.push_back("machine during the run: " + load);
 
   // Absolute gates: product limits.
   for (const NfrTarget& t : spec.targets) {

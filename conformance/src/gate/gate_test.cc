@@ -317,8 +317,32 @@ TEST(RatioGate, MissingOnEitherSideIsASkipAndTheFloorIsOnlyANote) {
   EXPECT_EQ(Find(*g, "ratio:nfr/cold-start/native/harness")->outcome, "skip");
   EXPECT_EQ(Find(*g, "ratio:nfr/cold-start/oci/harness")->outcome, "skip");
   EXPECT_EQ(Find(*g, "ratio:nfr/floor/host/harness"), nullptr);
-  ASSERT_EQ(g->notes.size(), 1u);
-  EXPECT_NE(g->notes[0].find("+200 %"), std::string::npos) << g->notes[0];
+  // One note of this run's floor (AbsoluteGate.TheRunsFloorAndLoadAreNotes), one of its drift.
+  ASSERT_EQ(g->notes.size(), 2u);
+  EXPECT_NE(g->notes[1].find("+200 %"), std::string::npos) << g->notes[1];
+}
+
+TEST(AbsoluteGate, TheRunsFloorAndLoadAreNotesNeverVerdicts) {
+  NfrSpec spec = BuiltinSpec();
+  json cur = Report({Measurement("warm-start", "native", Samples(20, 0.002)),
+                     Measurement("floor", "host", Samples(20, 0.003, 0.009, 1))});
+  cur["machine_load"] = {{"seconds", 20.0},   {"cpu_busy", 0.9},     {"iowait", 0.0},
+                         {"steal", 0.4},      {"cpu_pressure", 0.5}, {"loadavg_start", 1.0},
+                         {"loadavg_end", 7.5}};
+  auto g = EvaluateGates(cur, spec, nullptr, {});
+  ASSERT_TRUE(g.ok());
+  ASSERT_EQ(g->notes.size(), 2u);
+  EXPECT_EQ(g->notes[0], "machine floor in this run (floor): p50 3.0 ms, p95 3.3 ms (n=20)");
+  EXPECT_EQ(g->notes[1],
+            "machine during the run: CPUs 90 % busy (steal 40 %, iowait 0 %), CPU pressure 50 %, "
+            "load 1.00 → 7.50 over 20.0 s");
+  // A busy machine changes no verdict: the gate judges the figures it was given.
+  EXPECT_EQ(Find(*g, "absolute:nfr/warm-start-native")->outcome, "pass");
+  // Reports made before machine_load was recorded (or with null) carry no load note.
+  cur.erase("machine_load");
+  EXPECT_EQ(EvaluateGates(cur, spec, nullptr, {})->notes.size(), 1u);
+  cur["machine_load"] = nullptr;
+  EXPECT_EQ(EvaluateGates(cur, spec, nullptr, {})->notes.size(), 1u);
 }
 
 TEST(RatioGate, BaselineFromAnotherMachineIsBadInputUnlessAllowed) {

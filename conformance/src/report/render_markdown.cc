@@ -1,6 +1,7 @@
 // report.md: the same content as the HTML page, as GitHub-flavoured Markdown tables.
 #include <fmt/format.h>
 
+#include "host/machine_load.h"
 #include "report/render.h"
 
 namespace sandcheck {
@@ -51,10 +52,13 @@ std::string RenderMarkdown(const json& r) {
     backends += fmt::format(" (requested: **{}**)", Cell(req));
   }
   if (!backends.empty()) out += fmt::format("- backends: {}\n", backends);
-  out += fmt::format("- host: {} · {} · kernel {} · {} CPUs · cgroup {}\n\n",
+  out += fmt::format("- host: {} · {} · kernel {} · {} CPUs · cgroup {}\n",
                      Cell(host.value("hostname", "")), Cell(host.value("os", "")),
                      Cell(host.value("kernel", "")), host.value("cpus", 0),
                      Cell(host.value("cgroup", "")));
+  if (std::string load = MachineLoadLine(r.value("machine_load", json())); !load.empty())
+    out += fmt::format("- machine during the run: {}\n", load);
+  out += "\n";
   if (!r["errors"].empty()) {
     out += "## Errors (target or environment)\n\n";
     for (const auto& e : r["errors"]) out += "- " + Cell(e) + "\n";

@@ -241,6 +241,7 @@ json BuildReport(const RunContext& ctx, const std::vector<ScenarioRun>& runs) {
           {"repeat", ctx.repeat},
           {"target", target},
           {"host", HostFacts()},
+          {"machine_load", ctx.machine_load},
           {"environment", {{"fixtures", ctx.fixtures}, {"variables", ctx.vars}}},
           {"expectations", expectations},
           {"scenarios", scenarios},

@@ -13,6 +13,7 @@
 #include "checks/expectations.h"
 #include "checks/records.h"
 #include "drivers/target.h"
+#include "host/machine_load.h"
 
 namespace sandcheck {
 
@@ -22,6 +23,8 @@ struct RunContext {
   std::string run_id;
   std::vector<std::string> command_line;
   double started_unix = 0, finished_unix = 0;
+  MachineLoadSample load_start;  // read when the run started
+  nlohmann::json machine_load;   // DescribeMachineLoad(start, finish); null: not recorded
   Profile profile = Profile::kDefault;
   std::string target_spec, target_driver, backend;
   std::optional<TargetInfo> info;                      // absent when `info` itself failed
