@@ -6,6 +6,9 @@
 // Background work (reclaim, pool refill, spares) is drained with the timer paused, so each
 // iteration meets a settled runtime and pays only for its own stage.
 //
+// --backend=NAME (native, oci, gvisor; default native) runs every benchmark on that backend:
+// the same benchmark file built against two runtimes is the A/B of a backend change.
+//
 // Needs root (namespaces, cgroups): without it, exits 77 (ctest: skipped) with a loud message.
 // Compare two runs with bench/compare (A/B, noise threshold).
 #include <benchmark/benchmark.h>
@@ -21,6 +24,13 @@ namespace {
 
 std::unique_ptr<sbx::Runtime> g_rt;      // one-shot runs without a pool, persistent sandboxes
 std::unique_ptr<sbx::Runtime> g_pooled;  // warm_pool on
+std::string g_backend = "native";        // --backend=NAME
+
+sbx::SandboxSpec Spec() {
+  sbx::SandboxSpec spec;
+  spec.backend = g_backend;
+  return spec;
+}
 
 void Fail(benchmark::State& state, const std::string& what) { state.SkipWithError(what.c_str()); }
 
@@ -58,6 +68,7 @@ sbx::StageTimings Zero() { return {0, 0, 0, 0, 0, 0, 0}; }
 // LC-1: allocate → initialize → inject → execute → collect → destroy → cleanup, one shot.
 void BM_OneShotRun(benchmark::State& state) {
   sbx::ExecRequest req;
+  req.sandbox = Spec();
   req.exec.command = "true";
   sbx::StageTimings sum = Zero();
   int n = 0;
@@ -78,6 +89,7 @@ BENCHMARK(BM_OneShotRun)->Unit(benchmark::kMillisecond)->UseRealTime();
 // clock).
 void BM_PooledRun(benchmark::State& state) {
   sbx::ExecRequest req;
+  req.sandbox = Spec();
   req.exec.command = "true";
   (void)g_pooled->Run(req);  // fills the pool for this key
   g_pooled->Drain();
@@ -99,7 +111,7 @@ BENCHMARK(BM_PooledRun)->Unit(benchmark::kMillisecond)->UseRealTime();
 // LC-2, LC-3: a persistent sandbox (the demo's actor), created; destroyed off the clock.
 void BM_Create(benchmark::State& state) {
   for (auto _ : state) {
-    auto id = g_rt->Create(sbx::SandboxSpec{});
+    auto id = g_rt->Create(Spec());
     if (!id.ok()) return Fail(state, id.status().ToString());
     state.PauseTiming();
     (void)g_rt->Destroy(*id);
@@ -114,7 +126,7 @@ BENCHMARK(BM_Create)->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_DestroyReclaim(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
-    auto id = g_rt->Create(sbx::SandboxSpec{});
+    auto id = g_rt->Create(Spec());
     if (!id.ok()) return Fail(state, id.status().ToString());
     (void)g_rt->Exec(*id, {.command = "echo x > /work/f; sleep 1000 > /dev/null 2>&1 &"});
     g_rt->Drain();
@@ -128,7 +140,7 @@ BENCHMARK(BM_DestroyReclaim)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // NFR-1: exec of `true` in a warm (created, idle) sandbox.
 void BM_ExecTrue(benchmark::State& state) {
-  auto id = g_rt->Create(sbx::SandboxSpec{});
+  auto id = g_rt->Create(Spec());
   if (!id.ok()) return Fail(state, id.status().ToString());
   g_rt->Drain();
   sbx::StageTimings sum = Zero();
@@ -150,7 +162,7 @@ BENCHMARK(BM_ExecTrue)->Unit(benchmark::kMillisecond)->UseRealTime();
 // SNAP-2, SNAP-4: revert after a task wrote to /work (overlay reset, fresh process state); the
 // task and the background teardown of the old instance are off the clock.
 void BM_Revert(benchmark::State& state) {
-  auto id = g_rt->Create(sbx::SandboxSpec{});
+  auto id = g_rt->Create(Spec());
   if (!id.ok()) return Fail(state, id.status().ToString());
   for (auto _ : state) {
     state.PauseTiming();
@@ -171,7 +183,7 @@ BENCHMARK(BM_Revert)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // SNAP-4: the first request after a revert (the demo's "first request after each revert").
 void BM_FirstExecAfterRevert(benchmark::State& state) {
-  auto id = g_rt->Create(sbx::SandboxSpec{});
+  auto id = g_rt->Create(Spec());
   if (!id.ok()) return Fail(state, id.status().ToString());
   for (auto _ : state) {
     state.PauseTiming();
@@ -192,7 +204,7 @@ BENCHMARK(BM_FirstExecAfterRevert)->Unit(benchmark::kMillisecond)->UseRealTime()
 
 // SNAP-3: suspend + resume of an idle sandbox.
 void BM_SuspendResume(benchmark::State& state) {
-  auto id = g_rt->Create(sbx::SandboxSpec{});
+  auto id = g_rt->Create(Spec());
   if (!id.ok()) return Fail(state, id.status().ToString());
   double suspend = 0, resume = 0;
   int n = 0;
@@ -220,7 +232,19 @@ BENCHMARK(BM_SuspendResume)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  // Our one flag, taken out before Google Benchmark's check of the rest.
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--backend=", 0) == 0) {
+      g_backend = a.substr(10);
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  benchmark::AddCustomContext("backend", g_backend);
   if (geteuid() != 0) {
     std::fprintf(stderr, "sbx-bench-lifecycle: LOUD SKIP: needs root (namespaces, cgroups)\n");
     return 77;

@@ -12,6 +12,10 @@ function(sbx_module)
   if(srcs)
     add_library(${M_NAME} STATIC ${srcs})
     target_compile_options(${M_NAME} PRIVATE ${SBX_WARNINGS})
+    # PIC: the runtime's libraries also go into libsbx-runtime.so (reference/tools/runtime_module.h);
+    # no semantic interposition, so calls inside a library stay direct as in an executable.
+    set_target_properties(${M_NAME} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    target_compile_options(${M_NAME} PRIVATE -fno-semantic-interposition)
     set(scope PUBLIC)
   else()
     add_library(${M_NAME} INTERFACE)  # a module whose sources have not landed yet

@@ -3,10 +3,13 @@
 // Exit status: 0 the command ran (whatever it did), 2 bad usage or input, 3 environment failure
 // (missing privilege, runtime cannot start), 4 the sandbox could not be provided
 // (sandbox_unavailable). Documented in docs/sandboxctl.md.
+#include <dlfcn.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,9 +17,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "client/remote_runtime.h"
+#include "runtime_module.h"
 #include "sbx/model.h"
 #include "sbx/runtime.h"
-#include "api/remote_runtime.h"
 #include "sbx/units.h"
 
 namespace {
@@ -138,10 +142,38 @@ struct Global {
 };
 Global g_global;
 
+// The runtime in this process: libsbx-runtime.so from ../lib next to this binary, loaded only
+// now (runtime_module.h), so that a command sent to a sandboxd never maps its libraries.
+sbx::StatusOr<std::unique_ptr<sbx::Runtime>> OpenInProcess() {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return sbx::Status(sbx::Code::kInternal, "cannot find this binary (/proc/self/exe)");
+  self[n] = '\0';
+  std::string path = (std::filesystem::path(self).parent_path().parent_path() / "lib" /
+                      sbx::module::kFileName).string();
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    return sbx::Status(sbx::Code::kFailedPrecondition,
+                       fmt::format("cannot load the runtime: {} (it is built beside sandboxctl, "
+                                   "in ../lib)", dlerror()));
+  }
+  // Never dlclose'd: the runtime's objects and threads live until exit.
+  auto open = reinterpret_cast<sbx::module::OpenFn>(dlsym(handle, sbx::module::kOpenSymbol));
+  if (open == nullptr) {
+    return sbx::Status(sbx::Code::kFailedPrecondition,
+                       fmt::format("{} has no {}: not this build's runtime module", path,
+                                   sbx::module::kOpenSymbol));
+  }
+  sbx::RuntimeOptions o;
+  sbx::Status error;
+  sbx::Runtime* rt = open(&o, &error);
+  if (rt == nullptr) return error;
+  return std::unique_ptr<sbx::Runtime>(rt);
+}
+
 sbx::StatusOr<std::unique_ptr<sbx::Runtime>> OpenRuntime() {
   if (!g_global.server.empty()) return sbx::api::OpenRemoteRuntime(g_global.server, g_global.token);
-  sbx::RuntimeOptions o;
-  return sbx::Runtime::Open(o);
+  return OpenInProcess();
 }
 
 sbx::StatusOr<std::unique_ptr<sbx::Runtime>> OpenServer(const std::string& cmd) {
@@ -171,9 +203,19 @@ void PrintHuman(const sbx::ExecResult& r) {
 int CmdRun(const std::vector<std::string>& args) {
   bool json = false;
   sbx::ExecRequest req = ParseRun(args, &json);
-  auto rt = OpenRuntime();
+  // Through a sandboxd the run is the first request (no GET /v1/info before it: a round trip
+  // of a one-shot command's cost, docs/sandboxctl.md). Only when it fails is the server asked
+  // what is wrong, so a wrong token or an absent daemon is still an environment failure (exit
+  // 3), as when the runtime is opened first.
+  const bool remote = !g_global.server.empty();
+  auto rt = remote ? sbx::api::OpenRemoteRuntime(g_global.server, g_global.token, /*probe=*/false)
+                   : OpenInProcess();
   if (!rt.ok()) return EnvFailure(rt.status());
   sbx::ExecResult r = (*rt)->Run(req);
+  if (remote && r.status == sbx::ExecStatus::kSandboxUnavailable) {
+    auto probed = sbx::api::OpenRemoteRuntime(g_global.server, g_global.token);
+    if (!probed.ok()) return EnvFailure(probed.status());
+  }
   if (json) {
     std::cout << nlohmann::json(r).dump() << "\n";
   } else {

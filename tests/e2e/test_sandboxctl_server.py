@@ -1,6 +1,7 @@
 """sandboxctl --server: persistent sandboxes in sandboxd, as the demo's actor (issue 4)."""
 import json
 import os
+import pathlib
 import subprocess
 import tempfile
 import time
@@ -18,8 +19,11 @@ def daemon(root_only):
     with open(cfg, "w") as f:
         json.dump({"tenants": {"alice": {"token": "alice-token-0123456789"},
                                "bob": {"token": "bob-token-0123456789"}}}, f)
+    # Its log (one line per request) goes to a file beside the socket: read by the tests, and a
+    # pipe nobody reads could fill and stop the daemon.
+    log = open(os.path.join(d, "sandboxd.log"), "w")
     p = subprocess.Popen([str(BIN / "sandboxd"), "--config", cfg, "--socket", sock],
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=log, text=True)
     deadline = time.monotonic() + 60  # the socket appears once the daemon is ready
     while not os.path.exists(sock) and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -27,6 +31,13 @@ def daemon(root_only):
     yield "unix:" + sock
     p.terminate()
     assert p.wait(timeout=30) == 0
+    log.close()
+
+
+def requests_logged(server):
+    """The request lines of the daemon's log so far ("POST /v1/run tenant=alice status=200 …")."""
+    log = pathlib.Path(server[len("unix:"):]).with_name("sandboxd.log")
+    return [line for line in log.read_text().splitlines() if " /v1/" in line]
 
 
 def ctl(server, token, *args):
@@ -77,3 +88,40 @@ def test_persistent_commands_need_a_server(bin_dir):
     env = {k: v for k, v in os.environ.items() if k not in ("SANDBOXCTL_SERVER", "SANDBOXD_TOKEN")}
     r = run([str(bin_dir / "sandboxctl"), "create"], env=env)
     assert r.returncode == 2 and "--server" in r.stderr
+
+
+def test_run_through_the_daemon_is_one_request_and_its_failures_are_still_environment_failures(
+        daemon, tmp_path):
+    # Issue 16: `sandboxctl --server … run` sends the run and nothing before it (no GET /v1/info
+    # on the way: a round trip of a one-shot command's cost); the daemon's log shows each request.
+    before = len(requests_logged(daemon))
+    r = ctl(daemon, "alice-token-0123456789", "run", "--json", "--", "echo hi")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["stdout"] == "hi\n"
+    # The daemon logs each request before it answers it.
+    new = requests_logged(daemon)[before:]
+    assert len(new) == 1 and "POST /v1/run" in new[0], new
+    # A wrong token and an absent daemon are found out after the failed run, and reported as
+    # before: environment failures (exit 3) naming the cause, not "sandbox unavailable" (4).
+    r = ctl(daemon, "mallory-token-0123456789", "run", "--", "true")
+    assert r.returncode == 3 and "unauthenticated" in r.stderr, (r.returncode, r.stderr)
+    r = ctl("unix:" + str(tmp_path / "nobody.sock"), "alice-token-0123456789", "run", "--", "true")
+    assert r.returncode == 3 and "sandbox_unavailable" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_the_cli_maps_no_runtime_library_until_it_runs_in_process(bin_dir, tmp_path):
+    # sandboxctl links the Execution API's client only; the runtime (nftables, ldns, OpenSSL,
+    # seccomp, libcgroup) is libsbx-runtime.so in ../lib, loaded for an in-process command.
+    out = subprocess.run(["ldd", str(bin_dir / "sandboxctl")], capture_output=True, text=True).stdout
+    for lib in ("libnftables", "libldns", "libcrypto", "libseccomp", "libcgroup", "libssl"):
+        assert lib not in out, out
+    assert (bin_dir.parent / "lib/libsbx-runtime.so").exists()
+    # Without the module next to it, an in-process command is a clear environment failure.
+    lone = tmp_path / "bin"
+    lone.mkdir()
+    (lone / "sandboxctl").write_bytes((bin_dir / "sandboxctl").read_bytes())
+    (lone / "sandboxctl").chmod(0o755)
+    r = run([str(lone / "sandboxctl"), "run", "--", "true"])
+    assert r.returncode == 3 and "cannot load the runtime" in r.stderr, (r.returncode, r.stderr)
+    r = run([str(lone / "sandboxctl"), "help"])
+    assert r.returncode == 0

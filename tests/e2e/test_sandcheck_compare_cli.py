@@ -48,7 +48,7 @@ def test_the_table_is_measured_and_nothing_is_left(root_only, bin_dir, tmp_path)
     c = json.loads((out / "comparison.json").read_text())["command_lines"]
     rows = {row["id"]: row for row in c["rows"]}
     # Every row this host can run is measured twice; a row that is not says why.
-    for need in ("fork-exec", "bwrap", "sandboxctl-info", "sandboxctl-run"):
+    for need in ("fork-exec", "bwrap", "sandboxctl-info", "sandboxctl-run", "sandboxctl-server-run"):
         assert rows[need].get("count") == 2, rows[need]
     for maybe in ("runsc-do", "crun-exec", "runsc-exec"):
         assert rows[maybe].get("count") == 2 or rows[maybe]["skip"], rows[maybe]
@@ -59,6 +59,11 @@ def test_the_table_is_measured_and_nothing_is_left(root_only, bin_dir, tmp_path)
         assert rows["runsc-exec"].get("count") == 2, rows["runsc-exec"].get("skip")
     assert rows["sandboxctl-run"]["p50_over_bwrap"] > 0
     assert [g["goal"] for g in c["goals"]][0].startswith("`sandboxctl run -- true`")
+    # The same command through a sandboxd the harness started (and stopped: its command line
+    # names the scratch directory, so the process check below covers it and its sandboxes'
+    # supervisor; a sandbox's own processes die with their supervisor).
+    assert rows["sandboxctl-server-run"]["label"].startswith("sandboxctl --server (local sandboxd)")
+    assert any(g["goal"].startswith("`sandboxctl --server`") for g in c["goals"]), c["goals"]
     md = (out / "comparison.md").read_text()
     assert "### One command from the command line, and the runtime CLI floors" in md
     assert "| `crun exec ID /bin/true` |" in md or "crun exec ID /bin/true`: " in md

@@ -49,7 +49,8 @@ the reference runtime's first backend — and to the floor), comparison.json, co
 
 Then, in the same run, one command from the command line side by side (issue 16): fork+exec,
 `bwrap --unshare-all /bin/true`, `runsc do /bin/true`, `sandboxctl info` and `sandboxctl run
-[--backend B] -- true` for the reference's backends, and each container backend's runtime-CLI
+[--backend B] -- true` for the reference's backends (in process, and through a sandboxd the
+harness starts for the purpose: `sandboxctl --server`), and each container backend's runtime-CLI
 floor (a bare `crun exec` / `runsc exec` of /bin/true into a container the harness starts),
 with the ratios to bwrap, to runsc do and to the floor, and ours warm exec ÷ that runtime CLI.
 
@@ -465,6 +466,7 @@ int CmdCompare(const std::vector<std::string>& args) {
     std::string ctl = SelfDir() + "/sandboxctl";
     if (reference_first && !reports.empty() && ::access(ctl.c_str(), X_OK) == 0) {
       co.sandboxctl = ctl;
+      if (std::string d = SelfDir() + "/sandboxd"; ::access(d.c_str(), X_OK) == 0) co.sandboxd = d;
       std::set<std::string> seen;
       for (const auto& m : reports[0]["measurements"]) {
         std::string b = m.value("backend", "");

@@ -5,7 +5,9 @@
 //   floor          fork+exec of /bin/true (the same spawner as every other row)
 //   oneshot        `bwrap --unshare-all … /bin/true`, `runsc do /bin/true`, and, when the
 //                  reference runtime is compared, `sandboxctl info` and `sandboxctl run
-//                  [--backend B] -- true`: a fresh process that opens a runtime for one command
+//                  [--backend B] -- true`: a fresh process that opens a runtime for one command;
+//                  and the same through a sandboxd the harness starts (`sandboxctl --server
+//                  unix:… run`): a fresh process that sends the command to a warm pool
 //   runtime-exec   a bare `crun exec ID /bin/true` and `runsc exec ID /bin/true` into a container
 //                  the harness starts itself (busybox-static rootfs, no network, no cgroups):
 //                  the cost of the runtime CLI a container backend would pay per command
@@ -16,7 +18,8 @@
 // crun runs in a private mount namespace with an empty tmpfs over a hybrid host's
 // /sys/fs/cgroup/unified, as the reference's oci backend runs it (crun 1.8 refuses that layout).
 //
-// Ownership: the floor containers, their state roots and the bundle live
+// Ownership: the floor containers, their state roots, the bundle and the local sandboxd (its
+// config, token and socket; stopped with SIGTERM, which destroys its sandboxes) live
 // in one scratch directory (/var/tmp/sandcheck-cli-XXXXXX: short, since runsc's sockets are below
 // its --root) that MeasureCommandLines removes before it returns; every process whose command
 // line names it is killed and waited for (the leak check of
@@ -52,6 +55,7 @@ struct CommandLineRow {
 struct CommandLineOptions {
   int rounds = 20;
   std::string sandboxctl;             // "" = no sandboxctl rows
+  std::string sandboxd;               // "" = no rows through a local sandboxd (needs sandboxctl)
   std::vector<std::string> backends;  // the reference's backends: a `run --backend B` row each
   std::function<void(const std::string&)> progress;  // one line per stage/round (may be empty)
 };

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "api/error_map.h"
-#include "api/wire.h"
+#include "client/error_map.h"
+#include "client/wire.h"
 
 namespace sbx::api {
 

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "api/error_map.h"
+#include "client/error_map.h"
 #include "api/fake_runtime.h"
-#include "api/wire.h"
+#include "client/wire.h"
 
 namespace sbx::api {
 namespace {

@@ -13,10 +13,6 @@
 namespace sbx::api {
 namespace {
 
-bool IsToken68Char(unsigned char c) {
-  return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/';
-}
-
 std::array<uint8_t, 32> Hash(std::string_view token) {
   host::Sha256 h;
   h.Update(token);
@@ -32,11 +28,6 @@ uint8_t DiffBits(const std::array<uint8_t, 32>& a, const std::array<uint8_t, 32>
 
 }  // namespace
 
-void ZeroString(std::string* s) {
-  if (!s->empty()) explicit_bzero(s->data(), s->size());
-  s->clear();
-}
-
 Status ValidateTenantName(std::string_view name) {
   if (name.empty() || name.size() > 64)
     return InvalidArgument("tenant name must be 1..64 characters");
@@ -49,21 +40,6 @@ Status ValidateTenantName(std::string_view name) {
       return InvalidArgument(
           fmt::format("tenant '{}': only a-z, 0-9, '_' and '-' are allowed", name));
     }
-  }
-  return Status::Ok();
-}
-
-Status ValidateToken(std::string_view token) {
-  // Never echo the token in the message: it is a secret even when it is a bad one.
-  if (token.size() < kMinTokenLength || token.size() > kMaxTokenLength) {
-    return InvalidArgument(fmt::format("token must be {}..{} characters (got {})", kMinTokenLength,
-                                       kMaxTokenLength, token.size()));
-  }
-  size_t i = 0;
-  while (i < token.size() && IsToken68Char(static_cast<unsigned char>(token[i]))) ++i;
-  while (i < token.size() && token[i] == '=') ++i;
-  if (i != token.size()) {
-    return InvalidArgument("token may contain only A-Z a-z 0-9 - . _ ~ + / (and trailing '=')");
   }
   return Status::Ok();
 }

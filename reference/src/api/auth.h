@@ -14,12 +14,10 @@
 #include <string_view>
 #include <vector>
 
+#include "client/token.h"
 #include "sbx/status.h"
 
 namespace sbx::api {
-
-inline constexpr size_t kMinTokenLength = 16;
-inline constexpr size_t kMaxTokenLength = 512;
 
 struct TenantCredential {
   std::string tenant;
@@ -29,9 +27,7 @@ struct TenantCredential {
 // A tenant name: 1..64 of [a-z0-9_-], starting with a letter or digit (it is recorded on the
 // sandbox and keys warm pools, POOL-4).
 Status ValidateTenantName(std::string_view name);
-// A token: kMinTokenLength..kMaxTokenLength characters of RFC 6750 token68
-// ([A-Za-z0-9-._~+/], then '=' padding only at the end).
-Status ValidateToken(std::string_view token);
+// ValidateToken (the token's syntax): client/token.h.
 
 class Authenticator {
  public:
@@ -55,8 +51,5 @@ class Authenticator {
   };
   std::vector<Entry> entries_;
 };
-
-// Overwrites a string's bytes with zeros (not optimised away) and clears it.
-void ZeroString(std::string* s);
 
 }  // namespace sbx::api

@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "api/wire.h"
+#include "client/wire.h"
 
 namespace sbx::api {
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "api/error_map.h"
+#include "client/error_map.h"
 #include "sbx/runtime.h"
 
 namespace sbx::api {

@@ -12,7 +12,7 @@
 
 #include "api/http_message.h"
 #include "sbx/http_client.h"
-#include "api/wire.h"
+#include "client/wire.h"
 
 namespace {
 

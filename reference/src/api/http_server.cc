@@ -11,7 +11,7 @@
 #include <chrono>
 #include <exception>
 
-#include "api/error_map.h"
+#include "client/error_map.h"
 
 namespace sbx::api {
 namespace {

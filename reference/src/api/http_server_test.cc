@@ -29,7 +29,7 @@
 
 #include "api/api_service.h"
 #include "api/fake_runtime.h"
-#include "api/remote_runtime.h"
+#include "client/remote_runtime.h"
 #include "sbx/http_client.h"
 #include "host/fd.h"
 

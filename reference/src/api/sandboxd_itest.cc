@@ -21,7 +21,7 @@
 
 #include "api/api_service.h"
 #include "api/http_server.h"
-#include "api/remote_runtime.h"
+#include "client/remote_runtime.h"
 #include "sbx/http_client.h"
 #include "host/fd.h"
 #include "sbx/runtime.h"

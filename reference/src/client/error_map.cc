@@ -1,11 +1,11 @@
-#include "api/error_map.h"
+#include "client/error_map.h"
 
 #include <fmt/format.h>
 
 #include <array>
 #include <nlohmann/json.hpp>
 
-#include "api/wire.h"
+#include "client/wire.h"
 
 namespace sbx::api {
 namespace {

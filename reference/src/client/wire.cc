@@ -1,4 +1,4 @@
-#include "api/wire.h"
+#include "client/wire.h"
 
 #include <fmt/format.h>
 

@@ -23,10 +23,13 @@
 
 namespace sbx::api {
 
-// url: "unix:/run/sandcheck/sandboxd.sock" or "http://127.0.0.1:PORT". Calls GET /v1/info
-// once, so a wrong token (kUnauthenticated) or an absent server (kSandboxUnavailable) is
-// reported here rather than at the first operation.
+// url: "unix:/run/sandcheck/sandboxd.sock" or "http://127.0.0.1:PORT". With `probe` (the
+// default) calls GET /v1/info once, so a wrong token (kUnauthenticated) or an absent server
+// (kSandboxUnavailable) is reported here rather than at the first operation; without it the
+// first operation is the first request (one round trip less: `sandboxctl run`, whose failed
+// result carries the same code in error_code). The URL and the token's syntax are checked
+// either way.
 StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
-                                                     const std::string& token);
+                                                     const std::string& token, bool probe = true);
 
 }  // namespace sbx::api
