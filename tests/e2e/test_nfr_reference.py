@@ -141,8 +141,9 @@ def test_reproduce_bad_usage():
 
 def test_nfr_over_the_execution_api_of_sandboxd(root_only, tmp_path):
     """The same targets through the HTTP driver against a real sandboxd on a unix socket: the
-    one-shot run goes through POST /v1/run (the daemon's warm pools), and the teardown evidence
-    says the clock stops at the API's answer."""
+    one-shot run goes through POST /v1/run (the daemon's warm pools), and between samples the
+    harness waits for the daemon's background work, which sandboxd reports (GET /v1/info
+    capacity.background_outstanding): so teardown-reclaim puts the daemon's reclaim on the clock."""
     import os
     import time
     build = pathlib.Path(os.environ.get("SBX_BUILD", pathlib.Path(__file__).resolve().parents[2] / "build"))
@@ -168,7 +169,9 @@ def test_nfr_over_the_execution_api_of_sandboxd(root_only, tmp_path):
         assert r.report is not None, r
         checks = {c["id"]: c for c in r.report["checks"]}
         assert checks["nfr/warm-start-pooled-native"]["evidence"]["count"] == 5, checks
-        assert "over HTTP" in checks["nfr/teardown-reclaim-native"]["evidence"]["reclaim"]
+        reclaim = checks["nfr/teardown-reclaim-native"]["evidence"]["reclaim"]
+        assert "over HTTP" in reclaim and "background_outstanding" in reclaim, reclaim
+        assert "waited for" in checks["nfr/warm-start-pooled-native"]["evidence"]["settle"]
         assert checks["nfr/teardown-native"]["evidence"]["count"] == 5
         assert checks["nfr/orphan-sweep"]["outcome"] == "skip"
     finally:
@@ -176,3 +179,52 @@ def test_nfr_over_the_execution_api_of_sandboxd(root_only, tmp_path):
         proc.wait(timeout=60)
         log.close()
     assert proc.returncode == 0, (tmp_path / "sandboxd.log").read_text()
+
+
+def test_nfr_over_an_execution_api_that_does_not_report_its_background_work(tmp_path):
+    """An Execution API other than sandboxd need not report capacity.background_outstanding: the
+    harness cannot wait for its refill, pauses instead (20 ms, untimed), and says so in the
+    evidence, rather than claiming a settled pool. Served here by a minimal API in this process."""
+    import http.server
+    import threading
+
+    calls = []
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def answer(self, obj):
+            body = json.dumps(obj).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            calls.append(("GET", self.path))
+            self.answer({"name": "minimal-api", "version": "0", "backends": ["native"],
+                         "features": ["destroy"]})
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            calls.append(("POST", self.path))
+            self.answer({"status": "ok", "state": "RUNNING", "exit": 0, "stdout": "",
+                         "stderr": "", "seconds": 0.0001})
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        r = sandcheck(["run", "--scenario", "nfr", "--target", f"http://127.0.0.1:{server.server_port}",
+                       "--backend", "native", "--samples", "3", "--only", "warm-start-pooled"],
+                      out_dir=tmp_path / "out", timeout=120)
+    finally:
+        server.shutdown()
+    assert r.report is not None, r
+    ev = {c["id"]: c for c in r.report["checks"]}["nfr/warm-start-pooled-native"]["evidence"]
+    assert ev["count"] == 3, ev
+    assert "does not report its background work" in ev["settle"], ev
+    # One settle (a GET /v1/info) before every timed run.
+    runs = [i for i, c in enumerate(calls) if c == ("POST", "/v1/run")]
+    assert len(runs) == 4 and all(calls[i - 1] == ("GET", "/v1/info") for i in runs[1:]), calls

@@ -94,6 +94,10 @@ class Target {
   // that it is on the clock of the call before it and not on the next one. Default: nothing
   // to wait for (an adapter's ops are synchronous).
   virtual sbx::Status Settle() { return sbx::Status::Ok(); }
+  // How Settle() waited, for a report's evidence: "" where the kind of target says it all
+  // (reference: Runtime::Drain(); adapter: nothing to wait for); an HTTP target says whether
+  // its endpoint reported its background work or was given a fixed pause.
+  virtual std::string SettleNote() const { return ""; }
   // NFR-5: kill -9 a runtime that holds live sandboxes and time how long until a sweeping
   // runtime has removed every leftover (docs/nfr.md). One value per sample, in seconds.
   struct OrphanSweep {

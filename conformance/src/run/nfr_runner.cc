@@ -9,7 +9,6 @@
 #include <cmath>
 #include <chrono>
 #include <map>
-#include <thread>
 
 #include "common/json_strict.h"
 #include "common/stats.h"
@@ -137,8 +136,6 @@ class Measurer {
     for (int i = 0; i < n && !Interrupted(); ++i) {
       Progress(i, n);
       (void)t_.Settle();  // the previous sample's return and refill, off the clock
-      // A daemon's refill cannot be waited for through the API: give it a moment, untimed.
-      if (t_.Kind() == "http") std::this_thread::sleep_for(std::chrono::milliseconds(20));
       auto t0 = Clock::now();
       auto a = t_.RunPooled(req, cmd, o_.call_timeout_s);
       double wall = Since(t0);
@@ -246,12 +243,12 @@ class Measurer {
 
 std::string Ms(double s) { return FormatSeconds(json(s)); }
 
-std::string ReclaimNote(const std::string& kind) {
-  if (kind == "reference")
+std::string ReclaimNote(const Target& t) {
+  if (t.Kind() == "reference")
     return "in process: destroy, then Runtime::Drain() (the background reclaim) on the clock";
-  if (kind == "adapter") return "adapter protocol v1: destroy answers after the reclaim";
-  return "over HTTP: the clock stops at the API's answer; a background reclaim after it is not "
-         "observable";
+  if (t.Kind() == "adapter") return "adapter protocol v1: destroy answers after the reclaim";
+  return "over HTTP: destroy's answer, then the target's background reclaim on the clock where "
+         "the endpoint reports it (" + t.SettleNote() + ")";
 }
 
 // Backends to measure a target on: (backend asked, label in the report, skip reason if any).
@@ -445,7 +442,8 @@ NfrRunResult RunNfr(Target& target, const TargetInfo& info, const NfrSpec& spec,
       ev["clock"] = t.clock;
       ev["samples_asked"] = n;
       ev["count"] = gated.size();
-      if (t.method == NfrMethod::kDestroyReclaim) ev["reclaim"] = ReclaimNote(target.Kind());
+      if (t.method == NfrMethod::kDestroyReclaim) ev["reclaim"] = ReclaimNote(target);
+      if (std::string settle = target.SettleNote(); !settle.empty()) ev["settle"] = settle;
       if (t.method == NfrMethod::kDestroy) {
         ev["reclaim"] = "off the clock: waited for after destroy answered (teardown-reclaim "
                         "times it)";
