@@ -146,6 +146,7 @@ class OciBackend final : public Backend {
           fmt::format("{} is not installed (apt-get install {})", rt_.name(), rt_.name()));
     }
     rt_.root = ctx_.state_dir + "/" + rt_.name();
+    rt_.sealed = std::make_shared<const SealedBinary>(rt_.binary);  // copied on first use
     if (rt_.flavor == OciFlavor::kCrun) {
       // crun 1.8.1 cannot manage cgroups on this layout at all; the backend does it.
       rt_.global = {"--cgroup-manager=disabled"};

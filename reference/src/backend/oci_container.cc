@@ -73,6 +73,7 @@ SpawnPlan Container::Plan(const std::vector<std::string>& verb, bool join_cgroup
                           bool overlay) const {
   SpawnPlan plan;
   plan.argv = rt_.Argv(verb);
+  plan.exec_fd = rt_.sealed ? rt_.sealed->fd() : -1;
   plan.hide_dirs = rt_.hide_dirs;
   if (overlay) plan.overlays.push_back(overlay_);
   plan.private_mounts = !plan.hide_dirs.empty() || !plan.overlays.empty();

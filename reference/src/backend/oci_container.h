@@ -48,6 +48,9 @@ struct OciRuntime {
   std::string root;                    // --root: the runtime's state, below our state dir
   std::vector<std::string> global;     // flags after --root, before the verb
   std::vector<std::string> hide_dirs;  // empty tmpfs over each, in a private mount namespace
+  // crun/runc: the binary sealed in memory, executed instead of `binary` (oci_spawn.h); null
+  // for runsc. Shared by every copy of this runtime (one copy of the binary per runtime).
+  std::shared_ptr<const SealedBinary> sealed;
   std::string name() const;            // "crun" | "runc" | "runsc"
   std::vector<std::string> Argv(const std::vector<std::string>& verb_and_args) const;
 };
