@@ -13,6 +13,7 @@ SBX_PACKAGES=(
   busybox-static iproute2 nftables file
   bubblewrap runc crun runsc
   python3-pytest python3-jsonschema libxml2-utils chromium
+  wabt wasi-libc libclang-rt-14-dev-wasm32
 )
 
 sbx_log() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }

@@ -54,7 +54,7 @@ Global options:
 Options of run and create:
   --json               print one JSON result object (status, state, exit, stdout, stderr,
                        seconds, stages, usage, backend)
-  --backend NAME       native, oci, gvisor (or wasi, microvm, pod, remote where the worker
+  --backend NAME       native, oci, gvisor, wasm (or microvm, kubernetes, remote where the worker
                        has them; `info` lists them). Default: chosen from --trust and the
                        tenant's floor (docs/selection.md); never silently weaker than asked
   --cpu Q              CPU hard cap: 500m, 1.5, 2 (RES-1)

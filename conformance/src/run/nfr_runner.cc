@@ -398,19 +398,19 @@ NfrRunResult RunNfr(Target& target, const TargetInfo& info, const NfrSpec& spec,
       } else {
         switch (t.method) {
           case NfrMethod::kWarmExec:
-            s = m.WarmExec(job.backend, t.command, n);
+            s = m.WarmExec(job.backend, t.CommandFor(job.backend), n);
             break;
           case NfrMethod::kPooledRun:
-            s = m.PooledRun(job.backend, t.command, n);
+            s = m.PooledRun(job.backend, t.CommandFor(job.backend), n);
             break;
           case NfrMethod::kCreateExec:
-            s = m.CreateExec(job.backend, t.command, n);
+            s = m.CreateExec(job.backend, t.CommandFor(job.backend), n);
             break;
           case NfrMethod::kDestroy:
-            s = m.DestroyReclaim(job.backend, t.setup, n, false);
+            s = m.DestroyReclaim(job.backend, t.SetupFor(job.backend), n, false);
             break;
           case NfrMethod::kDestroyReclaim:
-            s = m.DestroyReclaim(job.backend, t.setup, n, true);
+            s = m.DestroyReclaim(job.backend, t.SetupFor(job.backend), n, true);
             break;
           case NfrMethod::kOrphanSweep:
             // Runtime-wide; its sandboxes live on the --backend asked for, if any.

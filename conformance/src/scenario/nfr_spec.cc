@@ -44,6 +44,8 @@ sbx::StatusOr<NfrTarget> ReadTarget(const json& j, const std::string& path, bool
   std::string method = r.String("method", "", Required::kYes);
   t.command = r.String("command", "");
   t.setup = r.String("setup", "");
+  t.command_by_backend = r.StringMap("command_by_backend");
+  t.setup_by_backend = r.StringMap("setup_by_backend");
   std::string sandboxes = r.String("sandboxes", "");
   t.boundary = r.String("boundary", "", Required::kYes);
   RETURN_IF_ERROR(r.Finish());
@@ -87,6 +89,20 @@ sbx::StatusOr<NfrTarget> ReadTarget(const json& j, const std::string& path, bool
   const bool destroys = t.method == NfrMethod::kDestroy || t.method == NfrMethod::kDestroyReclaim;
   if (destroys != !t.setup.empty())
     return bad("setup", "given for destroy and destroy_reclaim, and only for them");
+  if (!t.command_by_backend.empty() && t.command.empty())
+    return bad("command_by_backend", "only beside a command");
+  if (!t.setup_by_backend.empty() && t.setup.empty())
+    return bad("setup_by_backend", "only beside a setup");
+  for (const auto* m : {&t.command_by_backend, &t.setup_by_backend}) {
+    for (const auto& [b, text] : *m) {
+      if (!Matches(b, "^[a-z0-9][a-z0-9-]*$"))
+        return bad(m == &t.command_by_backend ? "command_by_backend" : "setup_by_backend",
+                   "'" + b + "' is not a backend name");
+      if (text.empty())
+        return bad(m == &t.command_by_backend ? "command_by_backend" : "setup_by_backend",
+                   "'" + b + "': empty");
+    }
+  }
   if (t.method == NfrMethod::kOrphanSweep) {
     if (!Matches(sandboxes, "^[1-9][0-9]?$")) return bad("sandboxes", "1..99 (needed)");
     t.sandboxes = std::atoi(sandboxes.c_str());
@@ -104,6 +120,16 @@ const char* NfrMethodName(NfrMethod m) {
     if (k.method == m) return k.name;
   }
   return "?";
+}
+
+const std::string& NfrTarget::CommandFor(const std::string& backend) const {
+  auto it = command_by_backend.find(backend);
+  return it == command_by_backend.end() ? command : it->second;
+}
+
+const std::string& NfrTarget::SetupFor(const std::string& backend) const {
+  auto it = setup_by_backend.find(backend);
+  return it == setup_by_backend.end() ? setup : it->second;
 }
 
 int NfrTarget::SamplesFor(int requested) const {

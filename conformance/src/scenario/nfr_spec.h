@@ -37,6 +37,11 @@ struct NfrTarget {
   std::vector<std::string> backends;
   NfrMethod method = NfrMethod::kWarmExec;
   std::string command, setup;  // per method
+  // A backend's own command or setup where the general one cannot run there (the wasm
+  // backend runs a module's command, not a shell): backend name -> text.
+  std::map<std::string, std::string> command_by_backend, setup_by_backend;
+  const std::string& CommandFor(const std::string& backend) const;
+  const std::string& SetupFor(const std::string& backend) const;
   int sandboxes = 0;           // orphan_sweep
   std::string boundary;        // what starts and stops the clock
 

@@ -40,16 +40,6 @@ bool ShellIdentifier(const std::string& k) {
   });
 }
 
-std::string ShellQuote(const std::string& v) {
-  std::string q = "'";
-  for (char c : v) {
-    if (c == '\'')
-      q += "'\\''";
-    else
-      q += c;
-  }
-  return q + "'";
-}
 
 struct Pipe {
   host::UniqueFd r, w;
@@ -150,6 +140,28 @@ Status InitClient::SendExec(uint32_t id, const std::vector<std::string>& argv,
   return Status::Ok();
 }
 
+std::string ShellQuote(const std::string& v) {
+  std::string q = "'";
+  for (char c : v) {
+    if (c == '\'')
+      q += "'\\''";
+    else
+      q += c;
+  }
+  return q + "'";
+}
+
+Entrypoint Entrypoint::Shell() { return {{"/bin/sh", "-c"}, {"/bin/sh", "-c", kPrelude}}; }
+
+void InitClient::set_entrypoint(Entrypoint e) {
+  if (e == entrypoint_) return;
+  entrypoint_ = std::move(e);
+  if (pre_) {
+    DropPrespawned();  // it is the old entrypoint
+    Prespawn();
+  }
+}
+
 void InitClient::EnablePrespawn(int64_t nofile) {
   prespawn_ = true;
   nofile_ = nofile;
@@ -238,7 +250,7 @@ void InitClient::Prespawn() {
   auto script = MakePipe();
   if (!in.ok() || !out.ok() || !err.ok() || !script.ok()) return;
   uint32_t id = next_id_++;
-  if (!SendExec(id, {"/bin/sh", "-c", kPrelude}, AgentBaseEnv(),
+  if (!SendExec(id, entrypoint_.waiting, AgentBaseEnv(),
                 {in->r.get(), out->w.get(), err->w.get(), script->r.get()})
            .ok()) {
     return;
@@ -303,7 +315,10 @@ StatusOr<InitClient::Started> InitClient::Start(const ExecSpec& exec,
   }
 
   std::vector<std::string> argv = exec.argv;
-  if (argv.empty()) argv = {"/bin/sh", "-c", exec.command};
+  if (argv.empty()) {
+    argv = entrypoint_.run;
+    argv.push_back(exec.command);
+  }
   auto in = MakePipe();
   auto out = MakePipe();
   auto err = MakePipe();

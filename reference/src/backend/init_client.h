@@ -27,6 +27,23 @@ namespace sbx::backend {
 // The environment every command starts with (the sandbox user's home, /work).
 const std::map<std::string, std::string>& AgentBaseEnv();
 
+// What runs a command in the sandbox. Both forms get the same text: `export NAME='value'`
+// lines for the environment beyond the base one, then the command line.
+struct Entrypoint {
+  // The argv prefix of a command started on demand: the command line is appended as one
+  // argument ({"/bin/sh", "-c"}).
+  std::vector<std::string> run;
+  // The argv of a pre-spawned process that reads its text on fd 3 up to EOF, then runs it; it
+  // must exit quietly when the text is empty (it was dropped).
+  std::vector<std::string> waiting;
+  // A shell (every image but a wasm module's: backend/wasm_backend.cc).
+  static Entrypoint Shell();
+  bool operator==(const Entrypoint&) const = default;
+};
+
+// 'v' for a shell and for the wasm host's command parser ('\'' for a quote inside).
+std::string ShellQuote(const std::string& v);
+
 class InitClient {
  public:
   InitClient() = default;
@@ -56,6 +73,8 @@ class InitClient {
   // command takes it without waiting for its fork and exec.
   void WaitPrespawned(double timeout_s);
   void set_nofile(int64_t nofile);
+  // What runs commands (default: the shell). A pre-spawned process of the old one is replaced.
+  void set_entrypoint(Entrypoint e);
   // RLIMIT_NPROC of every later command (0: none). Only where the sandbox has a kernel of its
   // own (gVisor's Sentry): on the host kernel the count is per uid across all sandboxes.
   void set_nproc(int64_t nproc);
@@ -95,6 +114,7 @@ class InitClient {
   uint32_t uid_ = 0, gid_ = 0;
   int64_t nofile_ = 1024;
   int64_t nproc_ = 0;
+  Entrypoint entrypoint_ = Entrypoint::Shell();
   uint32_t next_id_ = 1;
   bool prespawn_ = false;
   bool broken_ = false;

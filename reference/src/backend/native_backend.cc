@@ -45,9 +45,10 @@ struct SpareSlot {
 
 class NativeSandbox final : public Sandbox {
  public:
-  NativeSandbox(const BackendContext& ctx, std::string id, SandboxSpec spec, std::string image_dir)
+  NativeSandbox(const BackendContext& ctx, std::string id, SandboxSpec spec, std::string image_dir,
+                NativeFlavor flavor = {})
       : ctx_(ctx), id_(std::move(id)), spec_(std::move(spec)), image_dir_(std::move(image_dir)),
-        slot_(std::make_shared<SpareSlot>()) {
+        flavor_(std::move(flavor)), slot_(std::make_shared<SpareSlot>()) {
     spec_.limits = DefaultedLimits(spec_.limits);
   }
   ~NativeSandbox() override { Destroy(nullptr); }
@@ -78,12 +79,21 @@ class NativeSandbox final : public Sandbox {
       r.state = SandboxState::kCrashed;
       r.reason = "the sandbox crashed; revert it before running another command";
       r.error_code = "sandbox_crashed";
-      r.backend = "native";
+      r.backend = flavor_.backend;
       r.sandbox_id = id_;
       return r;
     }
-    ASSIGN_OR_RETURN(ExecResult r, current_->Exec(exec, spec_.env, spec_.secrets));
-    r.backend = "native";
+    const ExecSpec* run = &exec;
+    ExecSpec line;
+    if (flavor_.quote_argv && !exec.argv.empty()) {  // one command line of quoted words
+      line = exec;
+      line.command.clear();
+      for (const auto& a : exec.argv) line.command += (line.command.empty() ? "" : " ") + ShellQuote(a);
+      line.argv.clear();
+      run = &line;
+    }
+    ASSIGN_OR_RETURN(ExecResult r, current_->Exec(*run, spec_.env, spec_.secrets));
+    r.backend = flavor_.backend;
     r.sandbox_id = id_;
     return r;
   }
@@ -205,11 +215,16 @@ class NativeSandbox final : public Sandbox {
     std::map<std::string, std::string> hosts;
     int generation;
     bool prespawn;
+    std::function<Entrypoint(const Limits&)> entrypoint;
+    bool self_kill_is_memory_limit;
   };
 
   SpawnConfig Config() {
-    return {id_, durable_layer_.empty() ? image_dir_ : durable_layer_ + ":" + image_dir_,
-            spec_.limits, spec_.egress, spec_.hosts, generation_++, prespawn_};
+    return {id_,           durable_layer_.empty() ? image_dir_ : durable_layer_ + ":" + image_dir_,
+            spec_.limits,  spec_.egress,
+            spec_.hosts,   generation_++,
+            prespawn_,     flavor_.entrypoint,
+            flavor_.self_kill_is_memory_limit};
   }
 
   // Builds one instance. Static: runs on background threads without touching the sandbox.
@@ -222,6 +237,8 @@ class NativeSandbox final : public Sandbox {
     cfg.lower_dir = c.lower;
     cfg.limits = c.limits;
     cfg.prespawn = c.prespawn;
+    cfg.entrypoint = c.entrypoint;
+    cfg.self_kill_is_memory_limit = c.self_kill_is_memory_limit;
     if (!c.egress.empty()) {
       if (!ctx.egress) return Status(Code::kSandboxUnavailable, "egress is not available in this runtime");
       ASSIGN_OR_RETURN(net::EgressService * svc, ctx.egress());
@@ -307,6 +324,7 @@ class NativeSandbox final : public Sandbox {
   std::string id_;
   SandboxSpec spec_;
   std::string image_dir_;
+  NativeFlavor flavor_;
   std::string durable_layer_;   // "" = golden snapshot (the image) only
   std::string snapshot_root_;
   int snapshots_ = 0;
@@ -348,10 +366,9 @@ class NativeBackend final : public Backend {
     auto t0 = Clock::now();
     ASSIGN_OR_RETURN(host::Image image, ctx_.images->Get(spec.template_name));
     double image_s = Since(t0);
-    auto sb = std::make_unique<NativeSandbox>(ctx_, id, spec, image.rootfs_dir);
-    RETURN_IF_ERROR(sb->Start(timings, mode));
+    ASSIGN_OR_RETURN(auto sb, CreateNativeSandbox(ctx_, id, spec, image.rootfs_dir, {}, timings, mode));
     if (timings && timings->allocate >= 0) timings->allocate += image_s;
-    return std::unique_ptr<Sandbox>(std::move(sb));
+    return sb;
   }
 
  private:
@@ -359,6 +376,17 @@ class NativeBackend final : public Backend {
 };
 
 }  // namespace
+
+StatusOr<std::unique_ptr<Sandbox>> CreateNativeSandbox(const BackendContext& ctx,
+                                                      const std::string& id,
+                                                      const SandboxSpec& spec,
+                                                      const std::string& image_dir,
+                                                      NativeFlavor flavor, StageTimings* timings,
+                                                      CreateMode mode) {
+  auto sb = std::make_unique<NativeSandbox>(ctx, id, spec, image_dir, std::move(flavor));
+  RETURN_IF_ERROR(sb->Start(timings, mode));
+  return std::unique_ptr<Sandbox>(std::move(sb));
+}
 
 std::unique_ptr<Backend> MakeNativeBackend(const BackendContext& ctx) {
   return std::make_unique<NativeBackend>(ctx);

@@ -162,6 +162,9 @@ StatusOr<std::unique_ptr<Instance>> Instance::Spawn(const BackendContext& ctx, I
   }
   if (timings) timings->initialize = Since(t1);
   in->client_.set_nofile(in->limits_.fds);  // RES-6, per command
+  in->entrypoint_ = config.entrypoint;
+  in->self_kill_is_memory_limit_ = config.self_kill_is_memory_limit;
+  if (in->entrypoint_) in->client_.set_entrypoint(in->entrypoint_(in->limits_));
   if (config.prespawn) in->client_.EnablePrespawn(in->limits_.fds);
   return in;
 }
@@ -253,10 +256,16 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
   watch.Drain();
   watch.CollectUsage(before, &oom_kills_seen_, true);
   SetExit(wait_status, &r);
-  if (watch.oom()) {
+  // The wasm host's memory cap: it killed itself (InstanceConfig::self_kill_is_memory_limit).
+  bool capped = self_kill_is_memory_limit_ && !watch.timed_out() && WIFSIGNALED(wait_status) &&
+                WTERMSIG(wait_status) == SIGKILL;
+  if (watch.oom() || capped) {
     SignalAll(SIGKILL);
     crashed_ = true;
     SetMemoryExceeded(limits_.memory_bytes, &r);
+    if (capped && !watch.oom())
+      r.reason = fmt::format("memory limit {} bytes exceeded: the module's linear memory reached "
+                             "its cap (RES-2)", limits_.memory_bytes);
   } else if (watch.disk_full()) {
     SignalAll(SIGKILL);
     crashed_ = true;
@@ -292,6 +301,7 @@ Status Instance::ApplyLimits(const Limits& in) {
   RETURN_IF_ERROR(cgroup_->SetPidsMax(l.pids));
   limits_ = l;
   client_.set_nofile(l.fds);  // a pre-spawned shell with the old RLIMIT_NOFILE is replaced
+  if (entrypoint_) client_.set_entrypoint(entrypoint_(l));  // and one with the old memory cap
   return Status::Ok();
 }
 

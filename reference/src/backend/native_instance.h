@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,10 +29,33 @@ struct InstanceConfig {
   // Keep a shell pre-spawned (forked, joined to the cgroup, privileges dropped, exec'd) that
   // waits for its command: a command then starts without paying fork+exec (POOL-8, NFR-1).
   bool prespawn = false;
+  // What runs a command (init_client.h); for a wasm module's image, its host (wasm_backend.cc).
+  // A function of the limits: the wasm host takes the memory limit on its command line.
+  std::function<Entrypoint(const Limits&)> entrypoint;  // null: the shell
+  // The entrypoint ends a command with SIGKILL of itself when it reaches its memory cap (the
+  // wasm host's linear memory; a tool cannot cause that death any other way): resource_exceeded.
+  bool self_kill_is_memory_limit = false;
 };
 
 // Defaults for zero limits (docs/limits.md).
 Limits DefaultedLimits(const Limits& in);
+
+// A native sandbox (namespaces, cgroups, seccomp, sbx-init; revert, suspend, spares) whose
+// commands run through another entrypoint: the wasm backend's module host.
+struct NativeFlavor {
+  std::string backend = "native";                       // ExecResult::backend
+  std::function<Entrypoint(const Limits&)> entrypoint;  // null: the shell
+  // An argv command (ExecSpec::argv) becomes one command line of quoted words (the entrypoint
+  // is not a program loader).
+  bool quote_argv = false;
+  bool self_kill_is_memory_limit = false;  // InstanceConfig::self_kill_is_memory_limit
+};
+StatusOr<std::unique_ptr<Sandbox>> CreateNativeSandbox(const BackendContext& ctx,
+                                                      const std::string& id,
+                                                      const SandboxSpec& spec,
+                                                      const std::string& image_dir,
+                                                      NativeFlavor flavor, StageTimings* timings,
+                                                      CreateMode mode);
 
 class Instance {
  public:
@@ -70,6 +94,8 @@ class Instance {
 
   std::string id_, sbdir_;
   Limits limits_;
+  std::function<Entrypoint(const Limits&)> entrypoint_;  // InstanceConfig::entrypoint
+  bool self_kill_is_memory_limit_ = false;
   std::unique_ptr<host::Cgroup> cgroup_;
   std::unique_ptr<net::Attachment> net_;
   InitClient client_;  // sbx-init's control socket (backend/init_client.h)

@@ -1,0 +1,264 @@
+/* The host of one wasm2c-compiled module (BK-2; docs/wasm.md): linked with the module's C (wasm2c
+ * -n module), Debian's wasm2c runtime (wasm-rt-impl.c) and the WASI imports (wasi_host.c) into
+ * one static executable, /wasm/host in the module's image. The wasm backend runs it as the
+ * sandbox's pre-spawned command process (the native backend's machinery: namespaces, cgroup,
+ * seccomp), so:
+ *
+ *   wasm-host [--max-pages N] [--dir DIR] --script-fd FD   instantiate first, then wait for
+ *                                                         the command on FD (until EOF)
+ *   wasm-host [--max-pages N] [--dir DIR] -c COMMAND       instantiate and run COMMAND
+ *   wasm-host [--dir DIR] --bench-instantiate N            instantiate and free N times; print
+ *                                                         p50/p95/max in µs (NFR-3's own
+ *                                                         figure, docs/performance.md)
+ *
+ * A command is the text the agent gives a pre-spawned shell: `export NAME='value'` lines (the
+ * environment beyond the base one), then the command line, split into argv like a shell does
+ * for plain words ('single', "double" quotes and backslashes) but with no shell behind it: a
+ * pipe, redirection, `;`, `&`, `$` or a backquote outside quotes is refused (exit 127). argv is
+ * the module's (argv[0] picks the tool of a multi-call module). /work (DIR) is the one
+ * preopened directory.
+ *
+ * Limits, beside the sandbox's cgroup: the linear memory may not grow past --max-pages (64 KiB
+ * each, the request's memory limit): a memory.grow past it ends the run as the cgroup's OOM
+ * killer would, by SIGKILL... from the host itself, which the module cannot cause any other way
+ * (it has no signals): the backend reads that death as resource_exceeded. A trap (out of
+ * bounds, unreachable, stack exhaustion, ...) ends the run with exit 134 and its reason on
+ * stderr. The timeout is the sandbox's (SIGTERM, then SIGKILL of this process).
+ *
+ * Exit: the module's proc_exit code, 0 when _start returns, 134 on a trap, 127 for a command
+ * that cannot run, 126 when the module cannot be instantiated.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "module.h" /* wasm2c -n module: Z_module_* */
+#include "wasi_host.h"
+#include "wasm-rt-impl.h"
+
+extern char** environ;
+
+static uint32_t g_max_pages = UINT32_MAX;
+
+/* The memory limit (RES-2) on the linear memory: every allocation and growth goes through these
+ * (linked with -Wl,--wrap). */
+void __real_wasm_rt_allocate_memory(wasm_rt_memory_t* m, uint32_t initial, uint32_t max);
+uint32_t __real_wasm_rt_grow_memory(wasm_rt_memory_t* m, uint32_t delta);
+
+static void LimitBreached(const char* what, uint64_t pages) {
+  char msg[160];
+  int n = snprintf(msg, sizeof msg,
+                   "wasm: memory limit: %s %llu pages of 64 KiB, the limit is %u\n", what,
+                   (unsigned long long)pages, g_max_pages);
+  if (n > 0 && write(2, msg, (size_t)n) < 0) {
+  }
+  /* SECURITY: a death by SIGKILL of the host itself is the one outcome a module cannot cause
+   * (proc_raise is refused, traps exit 134): the backend can trust it as resource_exceeded. */
+  kill(getpid(), SIGKILL);
+  _exit(137);
+}
+
+void __wrap_wasm_rt_allocate_memory(wasm_rt_memory_t* m, uint32_t initial, uint32_t max) {
+  if (initial > g_max_pages) LimitBreached("the module starts with", initial);
+  __real_wasm_rt_allocate_memory(m, initial, max);
+}
+
+uint32_t __wrap_wasm_rt_grow_memory(wasm_rt_memory_t* m, uint32_t delta) {
+  if ((uint64_t)m->pages + delta > g_max_pages) LimitBreached("growing to", (uint64_t)m->pages + delta);
+  return __real_wasm_rt_grow_memory(m, delta);
+}
+
+static void Die(int code, const char* fmt, const char* arg) {
+  fprintf(stderr, "wasm: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n");
+  exit(code);
+}
+
+/* Reads FD to EOF (the agent closes its end after the command). */
+static char* ReadAll(int fd) {
+  size_t cap = 4096, len = 0;
+  char* buf = malloc(cap);
+  for (;;) {
+    if (len + 1 >= cap) buf = realloc(buf, cap *= 2);
+    ssize_t n = read(fd, buf + len, cap - len - 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    len += (size_t)n;
+  }
+  buf[len] = 0;
+  close(fd);
+  return buf;
+}
+
+/* One word of a command line: quotes and backslashes as in sh, no expansion. Advances *p past
+ * it; returns NULL at the end. Refuses shell syntax outside quotes. */
+static char* Word(const char** p) {
+  const char* s = *p;
+  while (*s == ' ' || *s == '\t' || *s == '\n') s++;
+  if (!*s) {
+    *p = s;
+    return NULL;
+  }
+  char* out = malloc(strlen(s) + 1);
+  size_t n = 0;
+  while (*s && *s != ' ' && *s != '\t' && *s != '\n') {
+    if (*s == '\'') {
+      s++;
+      while (*s && *s != '\'') out[n++] = *s++;
+      if (*s != '\'') Die(127, "unterminated quote in: %s", *p);
+      s++;
+    } else if (*s == '"') {
+      s++;
+      while (*s && *s != '"') {
+        if (*s == '\\' && (s[1] == '"' || s[1] == '\\')) s++;
+        if (*s == '$' || *s == '`') Die(127, "no shell: no expansion in %s", *p);
+        out[n++] = *s++;
+      }
+      if (*s != '"') Die(127, "unterminated quote in: %s", *p);
+      s++;
+    } else if (*s == '\\' && s[1]) {
+      out[n++] = s[1];
+      s += 2;
+    } else if (strchr("|&;<>()$`*?[]{}~", *s)) {
+      char c[2] = {*s, 0};
+      Die(127, "the wasm backend runs a module's command, not a shell: '%s' is not supported", c);
+    } else {
+      out[n++] = *s++;
+    }
+  }
+  out[n] = 0;
+  *p = s;
+  return out;
+}
+
+/* `export NAME='value'` (the agent's form: single quotes, '\'' for a quote inside). */
+static char* ExportLine(const char* line, size_t len) {
+  const char* eq = memchr(line, '=', len);
+  if (!eq) return NULL;
+  size_t name_len = (size_t)(eq - line);
+  char* out = malloc(len + 1);
+  memcpy(out, line, name_len + 1);
+  size_t n = name_len + 1;
+  const char* s = eq + 1;
+  const char* end = line + len;
+  while (s < end) {
+    if (*s == '\'') {
+      s++;
+      while (s < end && *s != '\'') out[n++] = *s++;
+      s++;
+    } else if (*s == '\\' && s + 1 < end) {
+      out[n++] = s[1];
+      s += 2;
+    } else {
+      out[n++] = *s++;
+    }
+  }
+  out[n] = 0;
+  return out;
+}
+
+static Z_module_instance_t g_instance;
+static sbx_wasi_t g_wasi;
+
+static double NowUs(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int CompareDoubles(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+/* NFR-3 measured where it happens: one instantiation (the linear memory reserved and its
+ * initial pages made, the data segments copied, the tables filled) and the instance freed. */
+static int BenchInstantiate(int n) {
+  if (n < 1 || n > 1000000) Die(126, "%s", "--bench-instantiate needs 1..1000000");
+  double* us = calloc((size_t)n, sizeof(double));
+  for (int i = 0; i < n; i++) {
+    double t0 = NowUs();
+    Z_module_instantiate(&g_instance, &g_wasi);
+    us[i] = NowUs() - t0;
+    Z_module_free(&g_instance);
+  }
+  qsort(us, (size_t)n, sizeof(double), CompareDoubles);
+  printf("instantiate_us n=%d p50=%.1f p95=%.1f max=%.1f\n", n, us[n / 2],
+         us[(int)((n - 1) * 0.95)], us[n - 1]);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  int script_fd = -1;
+  const char* command = NULL;
+  const char* dir = "/work";
+  int bench = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--max-pages") == 0 && i + 1 < argc) {
+      g_max_pages = (uint32_t)strtoul(argv[++i], NULL, 10);
+    } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+      dir = argv[++i];
+    } else if (strcmp(argv[i], "--script-fd") == 0 && i + 1 < argc) {
+      script_fd = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
+      command = argv[++i];
+    } else if (strcmp(argv[i], "--bench-instantiate") == 0 && i + 1 < argc) {
+      bench = atoi(argv[++i]);
+    } else {
+      Die(126, "usage: host [--max-pages N] [--dir DIR] (--script-fd FD | -c COMMAND): %s",
+          argv[i]);
+    }
+  }
+  if (script_fd < 0 && !command && !bench)
+    Die(126, "%s", "no command (--script-fd FD or -c COMMAND)");
+
+  /* Instantiate ahead of the command (POOL-8): a pre-spawned host has its instance ready. */
+  wasm_rt_init();
+  Z_module_init_module();
+  if (sbx_wasi_init(&g_wasi, dir, "/work") != 0) Die(126, "cannot open the preopened directory %s", dir);
+  if (bench) return BenchInstantiate(bench);
+  Z_module_instantiate(&g_instance, &g_wasi);
+  g_wasi.memory = Z_moduleZ_memory(&g_instance);
+
+  char* text = command ? strdup(command) : ReadAll(script_fd);
+  if (!command && !*text) exit(0); /* dropped before it got a command (init_client.h) */
+  /* The environment: the base one this process has, then the agent's exports. */
+  int envc = 0;
+  while (environ[envc]) envc++;
+  char** envp = calloc((size_t)envc + 64, sizeof(char*));
+  int en = 0;
+  for (int i = 0; i < envc; i++) envp[en++] = environ[i];
+  const char* p = text;
+  while (strncmp(p, "export ", 7) == 0) {
+    const char* nl = strchr(p, '\n');
+    if (!nl) break;
+    char* kv = ExportLine(p + 7, (size_t)(nl - p - 7));
+    if (kv && en < envc + 63) envp[en++] = kv;
+    p = nl + 1;
+  }
+  envp[en] = NULL;
+  char** args = calloc(strlen(p) / 2 + 2, sizeof(char*));
+  int an = 0;
+  char* w;
+  while ((w = Word(&p)) != NULL) args[an++] = w;
+  if (an == 0) Die(127, "%s", "empty command");
+  g_wasi.argc = an;
+  g_wasi.argv = args;
+  g_wasi.envc = en;
+  g_wasi.envp = envp;
+
+  wasm_rt_trap_t trap = wasm_rt_impl_try();
+  if (trap == WASM_RT_TRAP_NONE) {
+    Z_moduleZ__start(&g_instance);
+    exit(0);
+  }
+  fprintf(stderr, "wasm: trap: %s\n", wasm_rt_strerror(trap));
+  exit(134);
+}
