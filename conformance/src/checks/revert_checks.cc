@@ -78,6 +78,10 @@ Verdict CleanAfterRevert(ScenarioRun& run, const json& p) {
   json per = json::array();
   std::vector<std::pair<std::vector<std::string>, std::string>> bad;  // tasks → finding
   int checked = 0, canaries = 0;
+  // The kinds planted before at least one revert, and those the target never let be planted
+  // (kind -> why), in the order first seen: the pass names what was really tried.
+  std::vector<std::string> kinds;
+  std::vector<std::pair<std::string, std::string>> refused;
   for (const TaskRecord& t : run.tasks) {
     if (!t.ran || !t.revert) continue;
     ++checked;
@@ -99,6 +103,17 @@ Verdict CleanAfterRevert(ScenarioRun& run, const json& p) {
       if (!note.empty()) ce["note"] = note;
       e["canaries"] = ce;
       if (t.plant && note.empty()) ++canaries;
+      if (ce.contains("planted") && ce["planted"].is_array()) {
+        for (const auto& k : ce["planted"])
+          if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
+      }
+      if (ce.contains("not_planted") && ce["not_planted"].is_object()) {
+        for (const auto& [k, why] : ce["not_planted"].items()) {
+          if (std::none_of(refused.begin(), refused.end(),
+                           [&](const auto& r) { return r.first == k; }))
+            refused.push_back({k, why.is_string() ? why.get<std::string>() : why.dump()});
+        }
+      }
     }
     if (!canary.empty()) wrong.push_back(canary);
     per.push_back(e);
@@ -123,13 +138,20 @@ Verdict CleanAfterRevert(ScenarioRun& run, const json& p) {
     return {Outcome::kFail, fmt::format("not clean after revert: {}", Join(parts, "; ")),
             v.evidence};
   }
+  std::string canary_part;
+  if (canaries) {
+    canary_part = fmt::format("; every canary planted before {} of them ({}) was gone after",
+                              canaries, Join(kinds, ", "));
+    std::vector<std::string> never;
+    for (const auto& [k, why] : refused) {
+      if (std::find(kinds.begin(), kinds.end(), k) == kinds.end())
+        never.push_back(fmt::format("{} ({})", k, why));
+    }
+    if (!never.empty())
+      canary_part += fmt::format("; the target let none of these be planted: {}", Join(never, ", "));
+  }
   return {Outcome::kPass,
-          fmt::format("{} files in /work after each of {} reverts{}", want, checked,
-                      canaries ? fmt::format("; every canary planted before {} of them (hidden "
-                                             "files, /tmp, $HOME, outside /work, a process, a "
-                                             "listening socket) was gone after",
-                                             canaries)
-                               : ""),
+          fmt::format("{} files in /work after each of {} reverts{}", want, checked, canary_part),
           v.evidence};
 }
 

@@ -197,7 +197,7 @@ int CmdRun(const std::vector<std::string>& args) {
   }
   if (a.Has("samples") || a.Has("only"))
     return UsageError("run", "--samples and --only apply to --scenario nfr only");
-  auto scenarios = LoadScenarios(names, *vars);
+  auto scenarios = LoadScenarios(names, *vars, a.Get("backend"));
   if (!scenarios.ok()) return UsageError("run", scenarios.status().message());
 
   std::optional<Expectations> expectations;

@@ -154,6 +154,7 @@ bool Runner::Calibrate(ScenarioRun& run, TaskRecord& rec, const json& request) {
 }
 
 std::string Runner::CannotRun(const TaskSpec& t) const {
+  if (!t.backend_skip.empty()) return t.backend_skip;
   if (t.sandbox && !t.sandbox->backend.empty() && !info_.backends.empty() &&
       std::find(info_.backends.begin(), info_.backends.end(), t.sandbox->backend) ==
           info_.backends.end()) {
@@ -249,7 +250,9 @@ bool Runner::Bracket(ScenarioRun& run, TaskRecord& rec, const std::string& sandb
 
 bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
   const TaskSpec& t = *rec.spec;
-  if (t.check) {
+  // A backend overlay's skip says more than a missing feature (it names why the backend lacks it).
+  if (!t.backend_skip.empty()) rec.skip_reason = t.backend_skip;
+  if (t.check && rec.skip_reason.empty()) {
     std::vector<std::string> missing;
     // The backend the task's sandbox lands on: its own, else the one asked for (--backend).
     const std::string backend =
@@ -426,6 +429,9 @@ ScenarioRun Runner::Run(const Scenario& s) {
           info_.backends.end()) {
     run.skip_reason = fmt::format("the target does not offer backend '{}' (it offers: {})",
                                   options_.backend, Join(info_.backends, ", "));
+    for (auto& t : run.tasks) t.skip_reason = run.skip_reason;
+  } else if (!s.backend_skip.empty()) {
+    run.skip_reason = s.backend_skip;
     for (auto& t : run.tasks) t.skip_reason = run.skip_reason;
   } else {
     if (shared) run.create.emplace();

@@ -103,12 +103,13 @@ std::vector<std::string> BuiltinScenarioNames() {
 }
 
 sbx::StatusOr<std::vector<Scenario>> LoadScenarios(const std::vector<std::string>& names_or_files,
-                                                   const std::map<std::string, std::string>& vars) {
+                                                   const std::map<std::string, std::string>& vars,
+                                                   const std::string& backend) {
   std::vector<Scenario> out;
   std::set<std::string> used, seen;
   for (const auto& arg : names_or_files) {
     ASSIGN_OR_RETURN(Source src, FindScenarioSource(arg));
-    ASSIGN_OR_RETURN(Scenario s, LoadScenario(src.text, src.origin, vars, &used));
+    ASSIGN_OR_RETURN(Scenario s, LoadScenario(src.text, src.origin, vars, &used, backend));
     if (!seen.insert(s.name).second) {
       return sbx::InvalidArgument(fmt::format("scenario '{}' given twice", s.name));
     }

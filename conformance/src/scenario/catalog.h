@@ -38,6 +38,7 @@ sbx::StatusOr<Source> FindScenarioSource(const std::string& arg);
 // Loads scenarios by name or file, applying --var overrides. An override no scenario declares,
 // an unknown requirement ID or a duplicate scenario is kInvalidArgument; a missing file kNotFound.
 sbx::StatusOr<std::vector<Scenario>> LoadScenarios(const std::vector<std::string>& names_or_files,
-                                                   const std::map<std::string, std::string>& vars);
+                                                   const std::map<std::string, std::string>& vars,
+                                                   const std::string& backend = "");
 
 }  // namespace sandcheck

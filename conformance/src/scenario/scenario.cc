@@ -333,9 +333,93 @@ sbx::Status SubstituteVariables(json& j, const std::map<std::string, std::string
   return sbx::Status::Ok();
 }
 
+namespace {
+
+// Checks every backend overlay of `body` and applies the one of `backend` (scenario.h); the
+// tasks it does not run land in *skips (task id -> reason).
+sbx::Status ApplyBackendOverlay(json& body, const std::string& backend,
+                                std::map<std::string, std::string>* skips,
+                                std::string* scenario_skip) {
+  if (!body.contains("backend_overlays")) return sbx::Status::Ok();
+  json overlays = body["backend_overlays"];
+  body.erase("backend_overlays");
+  if (!overlays.is_object())
+    return sbx::InvalidArgument("backend_overlays: an object of backend name -> overlay");
+  std::set<std::string> task_ids;
+  if (body.contains("tasks") && body["tasks"].is_array()) {
+    for (const auto& t : body["tasks"])
+      if (t.is_object() && t.contains("id") && t["id"].is_string()) task_ids.insert(t["id"]);
+  }
+  for (auto& [name, o] : overlays.items()) {
+    std::string path = "backend_overlays." + name;
+    if (!MatchesName(name, "^[a-z0-9][a-z0-9-]*$"))
+      return sbx::InvalidArgument(path + ": not a backend name");
+    ObjectReader r(o, path);
+    std::string why = r.String("why", "", Required::kYes);
+    bool skip_all = r.Bool("skip", false);
+    const json* sandbox = r.Object("sandbox");
+    const json* after = r.Object("after_each_task");
+    const json* tasks = r.Object("tasks");
+    RETURN_IF_ERROR(r.Finish());
+    if (why.empty()) return sbx::InvalidArgument(path + ".why: empty");
+    std::map<std::string, json> per_task;
+    if (tasks) {
+      for (const auto& [id, to] : tasks->items()) {
+        std::string tp = path + ".tasks." + id;
+        if (!task_ids.count(id)) return sbx::InvalidArgument(tp + ": no task of that id");
+        ObjectReader tr(to, tp);
+        tr.String("command", "");
+        tr.Object("check_params");
+        tr.String("skip", "");
+        RETURN_IF_ERROR(tr.Finish());
+        per_task[id] = to;
+      }
+    }
+    if (name != backend) continue;
+    if (skip_all) {
+      *scenario_skip = fmt::format("not run on the {} backend: {}", name, why);
+      continue;
+    }
+    auto merge = [&](const char* key, const json* add) {
+      if (!add) return;
+      if (!body.contains(key) || !body[key].is_object()) body[key] = json::object();
+      for (const auto& [k, v] : add->items()) body[key][k] = v;
+    };
+    merge("sandbox", sandbox);
+    merge("after_each_task", after);
+    for (auto& t : body["tasks"]) {
+      std::string id = t.value("id", "");
+      auto it = per_task.find(id);
+      if (it == per_task.end()) {
+        (*skips)[id] = fmt::format("not run on the {} backend: {}", name, why);
+        continue;
+      }
+      const json& to = it->second;
+      if (to.contains("skip")) {
+        (*skips)[id] = fmt::format("not run on the {} backend: {}", name, to["skip"].get<std::string>());
+        continue;
+      }
+      if (to.contains("command")) t["command"] = to["command"];
+      if (to.contains("check_params") && t.contains("check") && t["check"].is_object()) {
+        json& params = t["check"]["params"];
+        if (!params.is_object()) params = json::object();
+        for (const auto& [k, v] : to["check_params"].items()) {
+          if (v.is_null())
+            params.erase(k);  // back to the kind's default
+          else
+            params[k] = v;
+        }
+      }
+    }
+  }
+  return sbx::Status::Ok();
+}
+
+}  // namespace
+
 sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& origin,
                                      const std::map<std::string, std::string>& overrides,
-                                     std::set<std::string>* used) {
+                                     std::set<std::string>* used, const std::string& backend) {
   auto wrap = [&](const sbx::Status& st) {
     return sbx::InvalidArgument(fmt::format("{}: {}", origin, st.message()));
   };
@@ -358,6 +442,9 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
   if (sbx::Status st = SubstituteVariables(body, s.values, ""); !st.ok()) return wrap(st);
   body["variables"] = raw.value("variables", json::object());
   if (raw.contains("$schema")) body["$schema"] = raw["$schema"];
+  std::map<std::string, std::string> backend_skips;
+  if (sbx::Status st = ApplyBackendOverlay(body, backend, &backend_skips, &s.backend_skip); !st.ok())
+    return wrap(st);
 
   ObjectReader r(body, "");
   r.Ignore("$schema");
@@ -429,6 +516,8 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
       return wrap(sbx::InvalidArgument(fmt::format("{}.id: duplicate task '{}'", path, t.id)));
     if (t.command.empty()) return wrap(sbx::InvalidArgument(path + ".command: empty"));
     if (t.timeout_s <= 0) return wrap(sbx::InvalidArgument(path + ".timeout_s: must be > 0"));
+    if (auto skip = backend_skips.find(t.id); skip != backend_skips.end())
+      t.backend_skip = skip->second;
     if (t.label.empty()) t.label = t.id;
     if (t.tries.empty()) t.tries = t.label;
     if (check) {

@@ -67,6 +67,9 @@ struct TaskSpec {
   bool canaries_before = false;
   // {{harness.NAME}} values the task refers to (command, check, own sandbox); see HarnessValue.
   std::set<std::string> harness_values;
+  // Not run on the run's backend, and why: its backend overlay does not list the task (or says
+  // "skip"). A skip, never a pass.
+  std::string backend_skip;
 };
 
 // Values only the harness knows at run time, referred to as {{harness.NAME}} in a task's
@@ -107,6 +110,8 @@ struct Scenario {
   AfterEachTask after_each;
   std::vector<TaskSpec> tasks;
   std::vector<CheckSpec> checks;  // scenario-level
+  // Not run at all on the run's backend, and why (its backend overlay's "skip").
+  std::string backend_skip;
 
   // Task checks in task order, then scenario-level checks.
   std::vector<const CheckSpec*> AllChecks() const;
@@ -131,9 +136,15 @@ const KindSpec* FindKind(std::string_view kind);
 // Parses a scenario. `overrides` are --var values; names the scenario declares are applied and
 // inserted into `used`. Unknown names are left for the caller (they may belong to another
 // scenario).
+//
+// `backend` is the run's --backend: a scenario may carry "backend_overlays" (docs/scenarios.md),
+// one per backend whose sandboxes cannot run its commands as written (the wasm backend runs a
+// module's command, not a shell). Every overlay is checked; the one of `backend` is applied:
+// its sandbox and after_each_task keys replace the scenario's, its tasks get their command and
+// check parameters from it, and a task it does not list is skipped with the overlay's "why".
 sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& origin,
                                      const std::map<std::string, std::string>& overrides,
-                                     std::set<std::string>* used);
+                                     std::set<std::string>* used, const std::string& backend = "");
 
 // Reads a "variables" object (null: none): each value is checked against its pattern and
 // control characters; `overrides` (--var) replace defaults and are recorded in `used`.

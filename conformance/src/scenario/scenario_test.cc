@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "scenario/catalog.h"
 #include "scenario/embedded.h"
 
@@ -141,6 +143,117 @@ TEST(Scenario, UnusedVarIsAnError) {
   auto ok = LoadScenarios({"six-task"}, {{"mirror_host", "mirror.internal"}});
   ASSERT_TRUE(ok.ok());
   EXPECT_NE((*ok)[0].tasks[0].command.find("http://mirror.internal/"), std::string::npos);
+}
+
+// A backend overlay (docs/scenarios.md "Backend overlays"): applied only on its backend, with
+// the tasks it does not list skipped (never passed) and every overlay checked whatever the
+// backend.
+json WithOverlay() {
+  json j = Minimal();
+  j["tasks"].push_back(json::parse(R"({"id": "t2", "command": "echo two | tr a-z A-Z",
+      "check": {"id": "mini/two", "requirements": ["SCN-1"], "level": "MUST", "kind": "expect",
+                "params": {"exit": 0, "stdout_contains": "TWO", "stderr_contains": "x"}}})"));
+  j["backend_overlays"] = json::parse(R"({"wasm": {
+      "why": "no shell there",
+      "sandbox": {"services": {}},
+      "after_each_task": {"clean_check": "count /work"},
+      "tasks": {"t2": {"command": "upper two",
+                       "check_params": {"stdout_contains": "TWO!", "stderr_contains": null}}}}})");
+  return j;
+}
+
+sbx::StatusOr<Scenario> LoadOn(const json& j, const std::string& backend) {
+  std::set<std::string> used;
+  return LoadScenario(j.dump(), "test.json", {}, &used, backend);
+}
+
+TEST(BackendOverlay, OtherBackendsRunTheScenarioAsWritten) {
+  for (const char* backend : {"", "native", "oci"}) {
+    auto s = LoadOn(WithOverlay(), backend);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(s->tasks[1].command, "echo two | tr a-z A-Z") << backend;
+    EXPECT_EQ(s->tasks[1].check->params["stderr_contains"], json::array({"x"}));
+    EXPECT_TRUE(s->tasks[0].backend_skip.empty());
+    EXPECT_EQ(s->after_each.clean_check, "find /work -mindepth 1 | wc -l");
+    EXPECT_EQ(s->sandbox.services.size(), 1u);
+  }
+}
+
+TEST(BackendOverlay, AppliesOnItsBackendAndSkipsWhatItDoesNotList) {
+  auto s = LoadOn(WithOverlay(), "wasm");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  // t1 is not listed: skipped with the overlay's why, never run (so never passed).
+  EXPECT_EQ(s->tasks[0].backend_skip, "not run on the wasm backend: no shell there");
+  // t2 runs its overlay command; a check param replaced, one set back to the kind's default.
+  EXPECT_TRUE(s->tasks[1].backend_skip.empty());
+  EXPECT_EQ(s->tasks[1].command, "upper two");
+  EXPECT_EQ(s->tasks[1].check->params["stdout_contains"], json::array({"TWO!"}));
+  EXPECT_EQ(s->tasks[1].check->params["exit"], 0);
+  EXPECT_EQ(s->tasks[1].check->params["stderr_contains"], json::array());  // the kind's default
+  EXPECT_EQ(s->after_each.clean_check, "count /work");
+  EXPECT_TRUE(s->sandbox.services.empty());
+  EXPECT_TRUE(s->backend_skip.empty());
+}
+
+TEST(BackendOverlay, TaskSkipAndScenarioSkipGiveTheirReason) {
+  json j = WithOverlay();
+  j["backend_overlays"]["wasm"]["tasks"]["t1"] = {{"skip", "nothing to contain"}};
+  auto s = LoadOn(j, "wasm");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->tasks[0].backend_skip, "not run on the wasm backend: nothing to contain");
+
+  j["backend_overlays"]["wasm"]["skip"] = true;
+  s = LoadOn(j, "wasm");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->backend_skip, "not run on the wasm backend: no shell there");
+  s = LoadOn(j, "native");
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s->backend_skip.empty());
+}
+
+TEST(BackendOverlay, EveryOverlayIsCheckedWhateverTheBackend) {
+  struct Case {
+    const char* what;
+    std::function<void(json&)> edit;
+    const char* message;
+  };
+  std::vector<Case> cases = {
+      {"unknown task", [](json& o) { o["tasks"]["t9"] = json::object(); },
+       "backend_overlays.wasm.tasks.t9: no task of that id"},
+      {"unknown key", [](json& o) { o["comand"] = "x"; }, "comand"},
+      {"unknown task key", [](json& o) { o["tasks"]["t2"]["cmd"] = "x"; }, "cmd"},
+      {"no why", [](json& o) { o.erase("why"); }, "why"},
+      {"empty why", [](json& o) { o["why"] = ""; }, "why: empty"},
+      {"bad skip", [](json& o) { o["skip"] = "yes"; }, "skip"},
+  };
+  for (const Case& c : cases) {
+    json j = WithOverlay();
+    c.edit(j["backend_overlays"]["wasm"]);
+    auto s = LoadOn(j, "native");  // checked although the run is not on wasm
+    ASSERT_FALSE(s.ok()) << c.what;
+    EXPECT_EQ(s.status().code(), sbx::Code::kInvalidArgument) << c.what;
+    EXPECT_NE(s.status().message().find(c.message), std::string::npos)
+        << c.what << ": " << s.status().message();
+  }
+  json j = WithOverlay();
+  j["backend_overlays"]["Wasm!"] = j["backend_overlays"]["wasm"];
+  auto s = LoadOn(j, "wasm");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("not a backend name"), std::string::npos);
+}
+
+TEST(BackendOverlay, EveryBuiltInScenarioLoadsOnWasm) {
+  for (const char* name : {"six-task", "backends", "egress", "failure", "isolation", "limits"}) {
+    auto s = LoadScenarios({name}, {}, "wasm");
+    ASSERT_TRUE(s.ok()) << name << ": " << s.status().ToString();
+  }
+  auto six = LoadScenarios({"six-task"}, {}, "wasm");
+  ASSERT_TRUE(six.ok());
+  int run = 0;
+  for (const TaskSpec& t : (*six)[0].tasks) {
+    if (t.backend_skip.empty()) ++run;
+  }
+  EXPECT_EQ(run, 2);  // cpu and memory; the four network tasks are skips
 }
 
 TEST(Catalog, RequirementsCopyIsComplete) {
