@@ -36,6 +36,11 @@ StatusOr<ReapReport> ReapOrphans(const std::string& state_root, const std::strin
     fs::path owner = entry.path() / "owner";
     if (!fs::exists(owner, ec)) continue;  // not a runtime's directory (e.g. the image cache)
     std::string stamp = ReadFirstLine(owner);
+    pid_t owner_pid;
+    std::string owner_start;
+    // The owner file is renamed into place whole (runtime.cc): one that does not parse is
+    // nobody's record to act on.
+    if (!host::ParseStamp(stamp, &owner_pid, &owner_start)) continue;
     if (host::StampAlive(stamp)) continue;
     // A dead runtime: its inits first (normally already gone), then cgroups, then files.
     for (const auto& sb : fs::directory_iterator(entry.path() / "sb", ec)) {

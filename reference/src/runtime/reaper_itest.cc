@@ -191,5 +191,31 @@ TEST(ReaperTest, KillNineThenEverythingIsReclaimedWithinASecond) {
   }
 }
 
+// A runtime's owner record appears whole or not at all (renamed into place): a reaper that
+// meets one it cannot parse — a record being written — leaves that directory alone. Before this,
+// a second runtime starting beside a first (two sandboxd on one host) swept the first's fresh
+// directory about once in ten starts, and the first then failed to start.
+TEST(ReaperTest, AnOwnerRecordThatDoesNotParseIsNotSwept) {
+  if (geteuid() != 0) GTEST_SKIP() << "LOUD SKIP: needs root";
+  std::string dir = "/run/sandcheck/999999-reapertest";
+  fs::create_directories(dir);
+  { std::ofstream(dir + "/owner") << ""; }  // created, not yet written
+  RuntimeOptions o;
+  o.start_reaper = true;  // sweeps at start
+  {
+    auto rt = Runtime::Open(o);
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+    EXPECT_TRUE(fs::exists(dir)) << "a record being written was swept";
+  }
+  { std::ofstream(dir + "/owner") << "999999 1\n"; }  // whole, and its process is gone
+  {
+    auto rt = Runtime::Open(o);
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+    EXPECT_FALSE(fs::exists(dir)) << "a dead runtime's record was kept";
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
 }  // namespace
 }  // namespace sbx

@@ -92,8 +92,9 @@ class RuntimeImpl final : public Runtime {
       l->sandbox->Destroy(nullptr);
       l->sandbox.reset();
     }
-    // Background work references the backends and services: finish it before they go.
-    executor_->Drain();
+    // Background work references the backends and services: finish it before they go. (No
+    // executor: Init() failed before it made one, and this runtime is being thrown away.)
+    if (executor_) executor_->Drain();
     {
       std::lock_guard lock(pools_mu_);
       for (auto& [key, p] : pools_) {
@@ -125,8 +126,18 @@ class RuntimeImpl final : public Runtime {
     state_dir_ = o.state_dir + "/" + runtime_id_;
     if (mkdir(state_dir_.c_str(), 0700) != 0) return ErrnoStatus("mkdir " + state_dir_);
     {
-      std::ofstream owner(state_dir_ + "/owner");
-      owner << host::ProcessStamp(getpid()) << "\n";
+      // Written whole, then renamed into place: another runtime's reaper (a second sandboxd on
+      // this host) must never read a half-written owner, take this live runtime for a dead
+      // one and sweep its directory and cgroups (it did, in one start of two out of ten).
+      std::string tmp = state_dir_ + "/owner.tmp";
+      {
+        std::ofstream owner(tmp);
+        owner << host::ProcessStamp(getpid()) << "\n";
+        owner.flush();
+        if (!owner) return Status(Code::kInternal, "writing " + tmp);
+      }
+      if (rename(tmp.c_str(), (state_dir_ + "/owner").c_str()) != 0)
+        return ErrnoStatus("rename " + tmp);
     }
     state_root_ = o.state_dir;
     snapshot_root_ = o.snapshot_dir;
