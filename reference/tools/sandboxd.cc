@@ -111,6 +111,8 @@ int main(int argc, char** argv) {
   runtime_options.pool_reuse_total = config->pool_reuse_total;
   runtime_options.background_threads = config->background_threads;
   runtime_options.reclaim_backlog = config->reclaim_backlog;
+  runtime_options.remote_workers = config->remote_workers;
+  runtime_options.remote_call_timeout_s = config->remote_call_timeout_s;
   auto runtime = Runtime::Open(runtime_options);
   if (!runtime.ok()) {
     Log(fmt::format("cannot open the runtime: {}", runtime.status().ToString()));

@@ -17,6 +17,13 @@
 
 namespace sbx {
 
+// BK-7: a sandboxd this runtime may place sandboxes on (the remote backend, docs/backends.md).
+struct RemoteWorker {
+  std::string name;                           // how info, logs and errors name it
+  std::string url;                            // unix:PATH or http://HOST:PORT
+  std::map<std::string, std::string> tokens;  // tenant -> that tenant's token on the worker
+};
+
 struct RuntimeOptions {
   std::string state_dir = "/run/sandcheck";  // what this runtime owns (for the reaper)
   std::string image_store;                    // "" = <dir of the binary>/../images
@@ -40,6 +47,10 @@ struct RuntimeOptions {
   bool pool_reuse = true;
   // SEL-2: minimum isolation per tenant, by backend name ("gvisor", ...).
   std::map<std::string, std::string> tenant_floors;
+  // BK-7: the remote backend's workers (none: the backend is listed unsupported), and the bound
+  // of each forwarded call other than an exec (an exec: its timeout plus this).
+  std::vector<RemoteWorker> remote_workers;
+  double remote_call_timeout_s = 10;
 };
 
 struct SandboxInfo {

@@ -9,7 +9,10 @@
 #include <set>
 #include <sstream>
 
+#include "api/listener.h"
+#include "client/token.h"
 #include "client/wire.h"
+#include "sbx/http_client.h"
 
 namespace sbx::api {
 
@@ -80,7 +83,8 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
   RETURN_IF_ERROR(CheckKeys(
       j, "config",
       {"tenants", "listen", "allow_remote", "workers", "max_connections", "pool_ceiling",
-                       "pool_reuse_per_tool", "pool_reuse_total", "background_threads", "reclaim_backlog", "drain_timeout_s"}));
+                       "pool_reuse_per_tool", "pool_reuse_total", "background_threads", "reclaim_backlog", "drain_timeout_s",
+                       "remote_workers", "remote_call_timeout_s"}));
   DaemonConfig c;
   if (!j.contains("tenants") || !j["tenants"].is_object() || j["tenants"].empty()) {
     return InvalidArgument("config.tenants: required, an object with at least one tenant");
@@ -139,6 +143,62 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
       return InvalidArgument("config.drain_timeout_s: not in 0..3600");
     }
   }
+  if (j.contains("remote_workers")) {
+    const json& ws = j["remote_workers"];
+    if (!ws.is_array()) return InvalidArgument("config.remote_workers: expected an array");
+    std::set<std::string> names;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      std::string what = fmt::format("config.remote_workers[{}]", i);
+      const json& w = ws[i];
+      if (!w.is_object()) return InvalidArgument(what + ": expected an object");
+      RETURN_IF_ERROR(CheckKeys(w, what, {"name", "url", "tokens"}));
+      RemoteWorker rw;
+      if (!w.contains("name") || !w["name"].is_string())
+        return InvalidArgument(what + ".name: required, a string");
+      rw.name = w["name"].get<std::string>();
+      RETURN_IF_ERROR(ValidateTenantName(rw.name).WithContext(what + ".name"));
+      if (!names.insert(rw.name).second)
+        return InvalidArgument(fmt::format("{}.name: '{}' twice", what, rw.name));
+      if (!w.contains("url") || !w["url"].is_string())
+        return InvalidArgument(what + ".url: required, a string (unix:PATH or http://HOST:PORT)");
+      rw.url = w["url"].get<std::string>();
+      auto ep = http::ParseEndpoint(rw.url);
+      if (!ep.ok()) return ep.status().WithContext(what + ".url");
+      if (!ep->unix_socket) {
+        // SECURITY: the tokens travel with every call, and this client has no TLS yet: plain
+        // TCP only to this host (issue 14; docs/backends.md "remote").
+        std::string host = ep->host;
+        auto addr = ParseListenAddress(
+            (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+            std::to_string(ep->port));
+        if (host != "localhost" && (!addr.ok() || !IsLoopback(*addr))) {
+          return InvalidArgument(fmt::format(
+              "{}.url: {} is not on this host: a worker's token would cross the network in "
+              "clear (TLS to workers is not implemented yet; use a loopback address or a unix "
+              "socket)",
+              what, rw.url));
+        }
+      }
+      if (!w.contains("tokens") || !w["tokens"].is_object() || w["tokens"].empty())
+        return InvalidArgument(what + ".tokens: required, tenant -> token on that worker");
+      for (auto t = w["tokens"].begin(); t != w["tokens"].end(); ++t) {
+        std::string tw = fmt::format("{}.tokens.{}", what, t.key());
+        RETURN_IF_ERROR(ValidateTenantName(t.key()).WithContext(what + ".tokens"));
+        if (!t.value().is_string()) return InvalidArgument(tw + ": expected a string");
+        std::string token = t.value().get<std::string>();
+        RETURN_IF_ERROR(ValidateToken(token).WithContext(tw));
+        rw.tokens[t.key()] = std::move(token);
+      }
+      c.remote_workers.push_back(std::move(rw));
+    }
+  }
+  if (j.contains("remote_call_timeout_s")) {
+    if (!j["remote_call_timeout_s"].is_number())
+      return InvalidArgument("config.remote_call_timeout_s: expected a number");
+    c.remote_call_timeout_s = j["remote_call_timeout_s"].get<double>();
+    if (!(c.remote_call_timeout_s >= 0.1 && c.remote_call_timeout_s <= 600))
+      return InvalidArgument("config.remote_call_timeout_s: not in 0.1..600");
+  }
   return c;
 }
 
@@ -161,6 +221,7 @@ StatusOr<DaemonConfig> LoadDaemonConfig(const std::string& path) {
   bool inline_token = false;
   for (const auto& [name, t] : j->at("tenants").items())
     inline_token = inline_token || t.contains("token");
+  inline_token = inline_token || !c->remote_workers.empty();  // their tokens are inline
   if (inline_token && (st.st_mode & S_IROTH)) {
     c->warnings.push_back(fmt::format(
         "config {} holds tokens and is readable by others: chmod o-r it, or use token_file", path));

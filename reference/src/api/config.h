@@ -15,7 +15,12 @@
 //     "background_threads": 2,           reclaim / refill threads (1..16)
 //     "reclaim_backlog": 16,             reclaim tasks that may wait (1..1024); past it, a
 //                                        request reclaims its own sandbox before answering
-//     "drain_timeout_s": 60              on SIGTERM, how long running requests may finish
+//     "drain_timeout_s": 60,             on SIGTERM, how long running requests may finish
+//     "remote_workers": [                the remote backend's workers (BK-7; none: unsupported)
+//       {"name": "w1", "url": "unix:/run/w1.sock" | "http://127.0.0.1:8081",
+//        "tokens": {"alice": "..."}}     each tenant's token on that worker
+//     ],
+//     "remote_call_timeout_s": 10        bound of each forwarded call (an exec: its timeout + it)
 //   }
 // Unknown keys are errors at every level (style.md habit 6). A tenant has exactly one of
 // "token" and "token_file" (relative paths are relative to the config file; the file must not
@@ -29,6 +34,7 @@
 #include <vector>
 
 #include "api/auth.h"
+#include "sbx/runtime.h"
 #include "sbx/status.h"
 
 namespace sbx::api {
@@ -53,6 +59,8 @@ struct DaemonConfig {
   int background_threads = 2;
   int reclaim_backlog = 16;
   double drain_timeout_s = 60;
+  std::vector<RemoteWorker> remote_workers;
+  double remote_call_timeout_s = 10;
   std::vector<std::string> warnings;  // e.g. an inline token in a world-readable file
 };
 

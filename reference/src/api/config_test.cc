@@ -115,6 +115,60 @@ TEST_F(ConfigTest, EveryDeviationIsAnErrorNamingIt) {
   EXPECT_FALSE(LoadDaemonConfig(dir_ + "/nope.json").ok());
 }
 
+// BK-7: the remote backend's workers.
+TEST_F(ConfigTest, RemoteWorkersParseAndEveryDeviationIsNamed) {
+  const std::string head = R"({"tenants": {"alice": {"token": "alice-token-0123456789"}}, )";
+  auto c = ParseDaemonConfig(json::parse(head + R"("remote_workers": [
+      {"name": "w1", "url": "unix:/run/w1.sock", "tokens": {"alice": "alice-on-w1-0123456789"}},
+      {"name": "w2", "url": "http://127.0.0.1:8081", "tokens": {"alice": "alice-on-w2-0123456789"}},
+      {"name": "w3", "url": "http://[::1]:8082", "tokens": {"alice": "alice-on-w3-0123456789"}},
+      {"name": "w4", "url": "http://localhost:8083", "tokens": {"alice": "alice-on-w4-0123456789"}}],
+      "remote_call_timeout_s": 2.5})"),
+                             dir_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->remote_workers.size(), 4u);
+  EXPECT_EQ(c->remote_workers[1].name, "w2");
+  EXPECT_EQ(c->remote_workers[1].url, "http://127.0.0.1:8081");
+  EXPECT_EQ(c->remote_workers[0].tokens.at("alice"), "alice-on-w1-0123456789");
+  EXPECT_DOUBLE_EQ(c->remote_call_timeout_s, 2.5);
+  auto none = ParseDaemonConfig(json::parse(head + R"("workers": 2})"), dir_);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->remote_workers.empty());
+  EXPECT_DOUBLE_EQ(none->remote_call_timeout_s, 10);
+
+  const std::string w = R"({"name": "w1", "url": "unix:/run/w1.sock", "tokens": {"alice": "alice-on-w1-0123456789"}})";
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("remote_workers": {})", "remote_workers: expected an array"},
+      {R"("remote_workers": [7])", "remote_workers[0]: expected an object"},
+      {R"("remote_workers": [{"url": "unix:/x", "tokens": {"alice": "alice-on-w1-0123456789"}}])",
+       "remote_workers[0].name"},
+      {R"("remote_workers": [{"name": "w1", "tokens": {"alice": "alice-on-w1-0123456789"}}])",
+       "remote_workers[0].url"},
+      {R"("remote_workers": [{"name": "w1", "url": "ftp://x", "tokens": {"alice": "alice-on-w1-0123456789"}}])",
+       "remote_workers[0].url"},
+      {R"("remote_workers": [{"name": "w1", "url": "unix:/x", "tokens": {}}])", "tokens: required"},
+      {R"("remote_workers": [{"name": "w1", "url": "unix:/x", "tokens": {"alice": "short"}}])",
+       "remote_workers[0].tokens.alice"},
+      {R"("remote_workers": [{"name": "w1", "url": "unix:/x", "tokens": {"alice": "alice-on-w1-0123456789"}, "tls": true}])",
+       "tls"},
+      {R"("remote_workers": [)" + w + ", " + w + "]", "'w1' twice"},
+      {R"("remote_workers": [{"name": "w1", "url": "http://10.1.2.3:8080", "tokens": {"alice": "alice-on-w1-0123456789"}}])",
+       "not on this host"},
+      {R"("remote_workers": [{"name": "w1", "url": "http://worker.example:8080", "tokens": {"alice": "alice-on-w1-0123456789"}}])",
+       "in clear"},
+      {R"("remote_call_timeout_s": 0)", "remote_call_timeout_s"},
+      {R"("remote_call_timeout_s": "5")", "remote_call_timeout_s"},
+  };
+  for (const auto& [text, needle] : cases) {
+    auto bad = ParseDaemonConfig(json::parse(head + text + "}"), dir_);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_EQ(bad.status().code(), Code::kInvalidArgument) << text;
+    EXPECT_NE(bad.status().message().find(needle), std::string::npos)
+        << text << " -> " << bad.status().message();
+    EXPECT_EQ(bad.status().message().find("alice-on-w1-0123456789"), std::string::npos);
+  }
+}
+
 TEST_F(ConfigTest, TokenFileMustNotBeReadableByOthers) {
   Write("t.token", "a-token-in-a-file-0123456789", 0644);
   auto c =

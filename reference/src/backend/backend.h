@@ -7,10 +7,13 @@
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sbx/model.h"
+#include "sbx/runtime.h"
 #include "sbx/status.h"
 
 namespace sbx::host {
@@ -38,6 +41,8 @@ struct BackendContext {
   // Work scheduled here must not outlive the runtime: the runtime drains it before it goes.
   std::function<void(std::function<void()>)> background;
   std::string snapshot_dir;          // durable snapshots (SNAP-2): <snapshot_dir>/<sandbox id>/
+  std::vector<RemoteWorker> remote_workers;  // BK-7 (RuntimeOptions::remote_workers)
+  double remote_call_timeout_s = 10;
 };
 
 // What a sandbox will be used for, so a backend can prepare what makes that fast.
@@ -72,6 +77,10 @@ class Sandbox {
   // The ids under which this sandbox's networks were attached to the egress gateway, oldest
   // first (a revert attaches a fresh network under a new id): for the gateway's decision log.
   virtual std::vector<std::string> NetworkIds() const { return {id()}; }
+  // The gateway's decisions when they are not this runtime's gateway's (a sandbox placed on a
+  // remote worker: the worker's gateway decided); nullopt: read the local gateway by
+  // NetworkIds().
+  virtual std::optional<nlohmann::json> ForeignGatewayLog() const { return std::nullopt; }
   // Limits of the next user of a pooled sandbox.
   virtual Status ApplyLimits(const Limits&) { return Unsupported("changing limits"); }
 };

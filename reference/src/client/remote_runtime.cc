@@ -17,10 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-// Beyond the command's own timeout: creation, collection, the round trip.
-constexpr double kCallTimeoutS = 120;
-constexpr double kExecSlackS = 60;
-
 // IDs go into the request path: only characters that need no escaping.
 bool PlainId(const std::string& id) {
   return !id.empty() && id.size() <= 128 &&
@@ -34,13 +30,14 @@ Status NoSuchSandbox(const std::string& id) { return NotFound(fmt::format("no sa
 
 class RemoteRuntime final : public Runtime {
  public:
-  RemoteRuntime(http::Endpoint endpoint, std::string token)
-      : endpoint_(std::move(endpoint)), token_(std::move(token)) {}
+  RemoteRuntime(http::Endpoint endpoint, std::string token, RemoteCallBounds bounds)
+      : endpoint_(std::move(endpoint)), token_(std::move(token)), bounds_(bounds) {}
   ~RemoteRuntime() override { ZeroString(&token_); }
 
   // GET/DELETE/POST returning the body as JSON, or the server's error as a Status.
   StatusOr<json> Call(std::string_view method, const std::string& path, const json* body,
-                      double timeout_s = kCallTimeoutS) const {
+                      double timeout_s = 0) const {
+    if (timeout_s <= 0) timeout_s = bounds_.call_timeout_s;
     http::Request req;
     req.method = std::string(method);
     req.path = path;
@@ -84,7 +81,7 @@ class RemoteRuntime final : public Runtime {
     if (request.sandbox.tenant == SandboxSpec{}.tenant) body.erase("tenant");
     json exec = ExecSpecToJson(request.exec);
     for (auto it = exec.begin(); it != exec.end(); ++it) body[it.key()] = it.value();
-    auto j = Call("POST", "/v1/run", &body, request.exec.timeout_s + kCallTimeoutS);
+    auto j = Call("POST", "/v1/run", &body, request.exec.timeout_s + bounds_.call_timeout_s);
     StatusOr<ExecResult> r = j.ok() ? ExecResultFromJson(*j) : StatusOr<ExecResult>(j.status());
     if (r.ok()) return *r;
     ExecResult failed;
@@ -111,7 +108,7 @@ class RemoteRuntime final : public Runtime {
     if (!PlainId(id)) return NoSuchSandbox(id);
     json body = ExecSpecToJson(exec);
     ASSIGN_OR_RETURN(
-        json j, Call("POST", "/v1/sandboxes/" + id + "/exec", &body, exec.timeout_s + kExecSlackS));
+        json j, Call("POST", "/v1/sandboxes/" + id + "/exec", &body, exec.timeout_s + bounds_.exec_slack_s));
     return ExecResultFromJson(j);
   }
 
@@ -160,6 +157,7 @@ class RemoteRuntime final : public Runtime {
 
   http::Endpoint endpoint_;
   std::string token_;
+  RemoteCallBounds bounds_;
   mutable std::mutex mu_;
   mutable json info_ = json::object();
 };
@@ -168,12 +166,20 @@ class RemoteRuntime final : public Runtime {
 
 StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
                                                      const std::string& token, bool probe) {
+  return OpenRemoteRuntime(url, token, probe, RemoteCallBounds{});
+}
+
+StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
+                                                     const std::string& token, bool probe,
+                                                     RemoteCallBounds bounds) {
+  if (!(bounds.call_timeout_s > 0) || !(bounds.exec_slack_s > 0))
+    return InvalidArgument("remote call bounds must be positive");
   if (token.empty())
     return Status(Code::kUnauthenticated, "no token for sandboxd (--token or SANDBOXD_TOKEN)");
   // A token goes into a header line: refuse what could break out of it.
   if (Status s = ValidateToken(token); !s.ok()) return Status(Code::kUnauthenticated, s.message());
   ASSIGN_OR_RETURN(http::Endpoint endpoint, http::ParseEndpoint(url));
-  auto rt = std::make_unique<RemoteRuntime>(std::move(endpoint), token);
+  auto rt = std::make_unique<RemoteRuntime>(std::move(endpoint), token, bounds);
   if (probe) RETURN_IF_ERROR(rt->Probe());
   return std::unique_ptr<Runtime>(std::move(rt));
 }

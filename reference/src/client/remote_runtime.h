@@ -32,4 +32,14 @@ namespace sbx::api {
 StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
                                                      const std::string& token, bool probe = true);
 
+// Bounds of every call (the remote backend's forwarding: a worker that stops answering must
+// never hang its caller).
+struct RemoteCallBounds {
+  double call_timeout_s = 120;  // create, revert, destroy, info, ...
+  double exec_slack_s = 60;     // an exec: the command's own timeout plus this
+};
+StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
+                                                     const std::string& token, bool probe,
+                                                     RemoteCallBounds bounds);
+
 }  // namespace sbx::api

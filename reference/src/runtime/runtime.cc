@@ -66,6 +66,20 @@ long long RssBytes() {
   return resident * sysconf(_SC_PAGESIZE);
 }
 
+// MemAvailable of /proc/meminfo in bytes, -1 if unknown: what a front runtime's remote backend
+// places by (BK-7).
+long long MemAvailableBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  long long kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib) {
+    std::getline(meminfo, unit);
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return -1;
+}
+
 struct Live {
   std::mutex mu;
   std::unique_ptr<backend::Sandbox> sandbox;
@@ -185,6 +199,8 @@ class RuntimeImpl final : public Runtime {
     executor_ = std::make_unique<Executor>(background_threads_);
     ctx_.background = [this](std::function<void()> task) { Background(std::move(task)); };
     ctx_.snapshot_dir = o.snapshot_dir.empty() ? "" : o.snapshot_dir + "/" + runtime_id_;
+    ctx_.remote_workers = o.remote_workers;
+    ctx_.remote_call_timeout_s = o.remote_call_timeout_s;
     if (o.start_reaper) {
       // NFR-5: sweep orphans now, then every reaper_interval_s.
       ASSIGN_OR_RETURN(ReapReport first, ReapOrphans(state_root_, snapshot_root_, runtime_id_));
@@ -268,7 +284,8 @@ class RuntimeImpl final : public Runtime {
             {"pool", pool},
             {"persistent_sandboxes", live},
             {"open_fds", OpenFds()},
-            {"rss_bytes", RssBytes()}};
+            {"rss_bytes", RssBytes()},
+            {"memory_available_bytes", MemAvailableBytes()}};
   }
 
   ExecResult Run(const ExecRequest& req) override {
@@ -449,6 +466,12 @@ class RuntimeImpl final : public Runtime {
     std::vector<std::string> net_ids;
     {
       std::lock_guard sl(l->mu);
+      if (auto foreign = l->sandbox->ForeignGatewayLog()) {
+        for (auto& d : *foreign) {
+          if (d.is_object()) d["sandbox"] = id;  // the worker's ID is not the caller's
+        }
+        return *foreign;
+      }
       net_ids = l->sandbox->NetworkIds();
     }
     std::lock_guard lock(egress_mu_);
