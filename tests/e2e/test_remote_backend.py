@@ -178,3 +178,38 @@ def test_six_tasks_through_the_pool_with_a_worker_killed_during_the_run(pool, tm
                       timeout=300)
     assert again.code == 0, again
     assert {c["outcome"] for c in again.report["checks"]} == {"pass"}, again
+
+
+def test_a_hung_worker_costs_the_call_bound_not_a_hang(pool):
+    # SIGSTOP: the worker's socket still accepts (the kernel queues), nothing answers. Every
+    # forwarded call is bounded (remote_call_timeout_s = 5 here; an exec by its timeout + 5).
+    ids = [pool.create() for _ in range(2)]
+    on_w1 = pool.listed("w1")
+    assert len(on_w1) == 1
+    w1 = pool.workers["w1"]
+    os.kill(w1.proc.pid, signal.SIGSTOP)
+    try:
+        for sid in ids:
+            t0 = time.monotonic()
+            status, _, r = pool.call("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": "echo alive", "timeout_s": 1})
+            took = time.monotonic() - t0
+            if status == 200 and r.get("status") == "ok":
+                assert took < 5, took
+                continue
+            # the exec's bound (1 + 5 s), then one info call to tell silence from an answer (5 s)
+            assert took < 13, took
+            assert r["error"]["code"] == "sandbox_unavailable", r
+            assert "remote worker w1" in r["error"]["message"], r
+            # the sandbox is lost: the next call answers at once
+            t0 = time.monotonic()
+            status, _, r = pool.call("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": "echo again"})
+            assert time.monotonic() - t0 < 2 and r["error"]["code"] == "sandbox_unavailable", r
+        # New sandboxes go to w2 while w1 is down (asked again only after 5 s, then bounded).
+        t0 = time.monotonic()
+        new = pool.create()
+        assert time.monotonic() - t0 < 8
+        assert new and len(pool.listed("w2")) == 2
+    finally:
+        os.kill(w1.proc.pid, signal.SIGCONT)
+    for sid in ids + [new]:
+        pool.call("DELETE", f"/v1/sandboxes/{sid}")
