@@ -9,7 +9,7 @@ SBX_PACKAGES=(
   build-essential cmake ninja-build pkg-config clang-14 libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libseccomp-dev libcgroup-dev libfmt-dev nlohmann-json3-dev
-  libnftables-dev libmnl-dev libldns-dev libssl-dev
+  libnftables-dev libmnl-dev libldns-dev libssl-dev openssl
   busybox-static iproute2 nftables file
   bubblewrap runc crun runsc
   python3-pytest python3-jsonschema libxml2-utils chromium

@@ -30,7 +30,7 @@ constexpr int kExitUsage = 2;
 constexpr int kExitEnv = 3;
 constexpr int kExitUnavailable = 4;
 
-constexpr const char* kUsage = R"(usage: sandboxctl [--server URL [--token T]] COMMAND [OPTIONS]
+constexpr const char* kUsage = R"(usage: sandboxctl [--server URL [--token T] [TLS options]] COMMAND [OPTIONS]
 
 Commands:
   run [OPTIONS] -- CMD...   run one command in a fresh sandbox (cwd /work) and print the result;
@@ -50,6 +50,11 @@ Global options:
                        (also $SANDBOXCTL_SERVER). create/exec/revert/suspend/resume/destroy/list
                        need one: a sandbox lives in the daemon, not in this process.
   --token T            the tenant's token (also $SANDBOXD_TOKEN)
+  --ca FILE            https:// server: trust the certificate chain of this CA (PEM), for the
+                       host in the URL
+  --pin HEX            https:// server: accept exactly the certificate with this SHA-256
+                       (`openssl x509 -noout -fingerprint -sha256`); --ca, --pin or both
+  --cert FILE --key FILE   https:// server asking for a client certificate (mutual TLS)
 
 Options of run and create:
   --json               print one JSON result object (status, state, exit, stdout, stderr,
@@ -139,6 +144,7 @@ sbx::ExecRequest ParseRun(const std::vector<std::string>& a, bool* json, bool wa
 
 struct Global {
   std::string server, token;
+  sbx::http::TlsOptions tls;  // --ca, --pin, --cert, --key
 };
 Global g_global;
 
@@ -172,7 +178,8 @@ sbx::StatusOr<std::unique_ptr<sbx::Runtime>> OpenInProcess() {
 }
 
 sbx::StatusOr<std::unique_ptr<sbx::Runtime>> OpenRuntime() {
-  if (!g_global.server.empty()) return sbx::api::OpenRemoteRuntime(g_global.server, g_global.token);
+  if (!g_global.server.empty())
+    return sbx::api::OpenRemoteRuntime(g_global.server, g_global.token, g_global.tls);
   return OpenInProcess();
 }
 
@@ -208,12 +215,13 @@ int CmdRun(const std::vector<std::string>& args) {
   // what is wrong, so a wrong token or an absent daemon is still an environment failure (exit
   // 3), as when the runtime is opened first.
   const bool remote = !g_global.server.empty();
-  auto rt = remote ? sbx::api::OpenRemoteRuntime(g_global.server, g_global.token, /*probe=*/false)
+  auto rt = remote ? sbx::api::OpenRemoteRuntime(g_global.server, g_global.token, g_global.tls,
+                                                 /*probe=*/false)
                    : OpenInProcess();
   if (!rt.ok()) return EnvFailure(rt.status());
   sbx::ExecResult r = (*rt)->Run(req);
   if (remote && r.status == sbx::ExecStatus::kSandboxUnavailable) {
-    auto probed = sbx::api::OpenRemoteRuntime(g_global.server, g_global.token);
+    auto probed = sbx::api::OpenRemoteRuntime(g_global.server, g_global.token, g_global.tls);
     if (!probed.ok()) return EnvFailure(probed.status());
   }
   if (json) {
@@ -366,6 +374,10 @@ int main(int argc, char** argv) {
     for (; i < args.size(); ++i) {
       if (args[i] == "--server") g_global.server = Need(args, i);
       else if (args[i] == "--token") g_global.token = Need(args, i);
+      else if (args[i] == "--ca") g_global.tls.ca_file = Need(args, i);
+      else if (args[i] == "--pin") g_global.tls.pin_sha256 = Need(args, i);
+      else if (args[i] == "--cert") g_global.tls.client_cert_file = Need(args, i);
+      else if (args[i] == "--key") g_global.tls.client_key_file = Need(args, i);
       else break;
     }
     if (i >= args.size()) throw UsageError{"no command (see sandboxctl help)"};

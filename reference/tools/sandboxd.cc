@@ -20,6 +20,7 @@
 #include "api/config.h"
 #include "api/http_server.h"
 #include "api/listener.h"
+#include "api/tls_terminator.h"
 #include <nlohmann/json.hpp>
 #include "sbx/runtime.h"
 
@@ -62,12 +63,25 @@ int main(int argc, char** argv) {
   for (const auto& w : config->warnings) Log("warning: " + w);
   auto address = ParseListenAddress(args->listen.empty() ? config->listen : args->listen);
   if (!address.ok()) return Usage(address.status().message());
+  const bool tls = config->tls.has_value() && address->kind == ListenAddress::Kind::kTcp;
   if (!IsLoopback(*address) && !(args->allow_remote || config->allow_remote)) {
-    Log(
-        fmt::format("refusing to listen on {}: not a loopback address (use --allow-remote, and put "
-                    "TLS in front: tokens travel in clear)",
-                    address->ToString()));
+    Log(fmt::format("refusing to listen on {}: not a loopback address (use --allow-remote{})",
+                    address->ToString(),
+                    tls ? "" : ", and configure \"tls\": without it tokens travel in clear"));
     return kExitUsage;
+  }
+  // The certificate and key are loaded before anything starts: a bad file is exit 2.
+  std::shared_ptr<TlsServerContext> tls_context;
+  if (tls) {
+    auto ctx = TlsServerContext::Create(config->tls->cert_file, config->tls->key_file,
+                                        config->tls->client_ca_file);
+    if (!ctx.ok()) {
+      Log(ctx.status().message());
+      return kExitUsage;
+    }
+    tls_context = std::move(ctx).value();
+  } else if (config->tls) {
+    Log("warning: \"tls\" applies to TCP only; the unix socket is served without it");
   }
   if (geteuid() != 0) {
     Log("needs root: the runtime creates namespaces, cgroups and mounts");
@@ -136,6 +150,7 @@ int main(int argc, char** argv) {
   server_options.workers = config->workers;
   server_options.max_connections = config->max_connections;
   server_options.access_log = [](std::string_view line) { Log(line); };
+  server_options.tls = tls_context;
   ApiService* svc = service.get();
   auto server = std::make_unique<HttpServer>(
       std::move(listener).value(), [svc](const HttpRequest& r) { return svc->Handle(r); },
@@ -145,8 +160,12 @@ int main(int argc, char** argv) {
     return kExitCannotStart;
   }
   serving = server.get();
-  Log(fmt::format("serving the Execution API v1 on {} for tenants {} (pid {})",
-                  server->address().ToString(), fmt::join(names, ", "), getpid()));
+  Log(fmt::format("serving the Execution API v1 on {}{} for tenants {} (pid {})",
+                  server->address().ToString(),
+                  !tls                     ? ""
+                  : tls_context->mutual() ? " (TLS, client certificates required)"
+                                          : " (TLS)",
+                  fmt::join(names, ", "), getpid()));
 
   siginfo_t info{};
   while (sigwaitinfo(&stop_signals, &info) < 0) {

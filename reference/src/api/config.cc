@@ -77,6 +77,28 @@ StatusOr<std::string> ReadTokenFile(const std::string& path) {
   return token;
 }
 
+// A PEM file named by `what` (relative to base_dir): it must be a regular file; a key
+// (`secret`) must not be readable by others, like a token file.
+StatusOr<std::string> FilePath(const json& j, const char* key, std::string_view what,
+                               const std::string& base_dir, bool secret) {
+  if (!j[key].is_string() || j[key].get<std::string>().empty())
+    return InvalidArgument(fmt::format("{}.{}: expected a file name", what, key));
+  std::filesystem::path p = j[key].get<std::string>();
+  if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+  std::string path = p.string();
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    return InvalidArgument(ErrnoStatus(fmt::format("{}.{} {}", what, key, path)).message());
+  if (!S_ISREG(st.st_mode))
+    return InvalidArgument(fmt::format("{}.{} {}: not a regular file", what, key, path));
+  // SECURITY: a private key readable by everyone is a leaked identity.
+  if (secret && (st.st_mode & S_IROTH)) {
+    return InvalidArgument(
+        fmt::format("{}.{} {}: readable by others (chmod o-r {})", what, key, path, path));
+  }
+  return path;
+}
+
 }  // namespace
 
 StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_dir) {
@@ -84,7 +106,7 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
       j, "config",
       {"tenants", "listen", "allow_remote", "workers", "max_connections", "pool_ceiling",
                        "pool_reuse_per_tool", "pool_reuse_total", "background_threads", "reclaim_backlog", "drain_timeout_s",
-                       "remote_workers", "remote_call_timeout_s"}));
+                       "tls", "remote_workers", "remote_call_timeout_s"}));
   DaemonConfig c;
   if (!j.contains("tenants") || !j["tenants"].is_object() || j["tenants"].empty()) {
     return InvalidArgument("config.tenants: required, an object with at least one tenant");
@@ -143,6 +165,20 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
       return InvalidArgument("config.drain_timeout_s: not in 0..3600");
     }
   }
+  if (j.contains("tls")) {
+    const json& t = j["tls"];
+    RETURN_IF_ERROR(CheckKeys(t, "config.tls", {"cert_file", "key_file", "client_ca_file"}));
+    if (!t.contains("cert_file") || !t.contains("key_file"))
+      return InvalidArgument("config.tls: cert_file and key_file are required");
+    TlsConfig tc;
+    ASSIGN_OR_RETURN(tc.cert_file, FilePath(t, "cert_file", "config.tls", base_dir, false));
+    ASSIGN_OR_RETURN(tc.key_file, FilePath(t, "key_file", "config.tls", base_dir, true));
+    if (t.contains("client_ca_file")) {
+      ASSIGN_OR_RETURN(tc.client_ca_file,
+                       FilePath(t, "client_ca_file", "config.tls", base_dir, false));
+    }
+    c.tls = std::move(tc);
+  }
   if (j.contains("remote_workers")) {
     const json& ws = j["remote_workers"];
     if (!ws.is_array()) return InvalidArgument("config.remote_workers: expected an array");
@@ -151,7 +187,9 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
       std::string what = fmt::format("config.remote_workers[{}]", i);
       const json& w = ws[i];
       if (!w.is_object()) return InvalidArgument(what + ": expected an object");
-      RETURN_IF_ERROR(CheckKeys(w, what, {"name", "url", "tokens"}));
+      RETURN_IF_ERROR(CheckKeys(w, what,
+                                {"name", "url", "tokens", "ca_file", "pin_sha256",
+                                 "client_cert_file", "client_key_file"}));
       RemoteWorker rw;
       if (!w.contains("name") || !w["name"].is_string())
         return InvalidArgument(what + ".name: required, a string");
@@ -164,9 +202,40 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
       rw.url = w["url"].get<std::string>();
       auto ep = http::ParseEndpoint(rw.url);
       if (!ep.ok()) return ep.status().WithContext(what + ".url");
-      if (!ep->unix_socket) {
-        // SECURITY: the tokens travel with every call, and this client has no TLS yet: plain
-        // TCP only to this host (issue 14; docs/backends.md "remote").
+      const bool trust_keys = w.contains("ca_file") || w.contains("pin_sha256") ||
+                              w.contains("client_cert_file") || w.contains("client_key_file");
+      if (ep->tls) {
+        if (!w.contains("ca_file") && !w.contains("pin_sha256")) {
+          return InvalidArgument(fmt::format(
+              "{}: an https:// worker needs ca_file or pin_sha256 (or both): unverified TLS is "
+              "refused",
+              what));
+        }
+        if (w.contains("ca_file")) {
+          ASSIGN_OR_RETURN(rw.ca_file, FilePath(w, "ca_file", what, base_dir, false));
+        }
+        if (w.contains("pin_sha256")) {
+          if (!w["pin_sha256"].is_string())
+            return InvalidArgument(what + ".pin_sha256: expected a string");
+          auto pin = http::NormalizePinSha256(w["pin_sha256"].get<std::string>());
+          if (!pin.ok()) return pin.status().WithContext(what);
+          rw.pin_sha256 = *pin;
+        }
+        if (w.contains("client_cert_file") != w.contains("client_key_file"))
+          return InvalidArgument(what + ": client_cert_file and client_key_file go together");
+        if (w.contains("client_cert_file")) {
+          ASSIGN_OR_RETURN(rw.client_cert_file,
+                           FilePath(w, "client_cert_file", what, base_dir, false));
+          ASSIGN_OR_RETURN(rw.client_key_file,
+                           FilePath(w, "client_key_file", what, base_dir, true));
+        }
+      } else if (trust_keys) {
+        return InvalidArgument(fmt::format(
+            "{}: ca_file, pin_sha256 and client certificates need an https:// url", what));
+      } else if (!ep->unix_socket) {
+        // SECURITY: the tokens travel with every call: plain TCP only to this host (issue 14;
+        // docs/backends.md "remote"). Over https the tokens are encrypted and the worker
+        // verified, so it may be anywhere.
         std::string host = ep->host;
         auto addr = ParseListenAddress(
             (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
@@ -174,7 +243,7 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
         if (host != "localhost" && (!addr.ok() || !IsLoopback(*addr))) {
           return InvalidArgument(fmt::format(
               "{}.url: {} is not on this host: a worker's token would cross the network in "
-              "clear (TLS to workers is not implemented yet; use a loopback address or a unix "
+              "clear (use https:// with ca_file or pin_sha256, a loopback address or a unix "
               "socket)",
               what, rw.url));
         }

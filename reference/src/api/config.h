@@ -16,8 +16,12 @@
 //     "reclaim_backlog": 16,             reclaim tasks that may wait (1..1024); past it, a
 //                                        request reclaims its own sandbox before answering
 //     "drain_timeout_s": 60,             on SIGTERM, how long running requests may finish
+//     "tls": {"cert_file": "server.pem", "key_file": "server.key",     TCP speaks TLS (optional)
+//             "client_ca_file": "clients-ca.pem"},                  mutual TLS (optional)
 //     "remote_workers": [                the remote backend's workers (BK-7; none: unsupported)
-//       {"name": "w1", "url": "unix:/run/w1.sock" | "http://127.0.0.1:8081",
+//       {"name": "w1", "url": "unix:/run/w1.sock" | "http://127.0.0.1:8081"
+//                             | "https://HOST:PORT",  with "ca_file" and/or "pin_sha256",
+//                                                     optional "client_cert_file"+"client_key_file"
 //        "tokens": {"alice": "..."}}     each tenant's token on that worker
 //     ],
 //     "remote_call_timeout_s": 10        bound of each forwarded call (an exec: its timeout + it)
@@ -25,11 +29,14 @@
 // Unknown keys are errors at every level (style.md habit 6). A tenant has exactly one of
 // "token" and "token_file" (relative paths are relative to the config file; the file must not
 // be readable by others); "max_sandboxes" (default 16, 1..10000) bounds its live sandboxes.
+// File paths of "tls" and of workers are relative to the config file too; key files must not be
+// readable by others. Plain http:// workers must be on this host; https:// ones may be anywhere.
 //
 // Thread-safety: plain values and pure functions.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +54,12 @@ struct TenantConfig {
   int max_sandboxes = 16;
 };
 
+// "tls": the server's certificate (chain) and key, and the CA of client certificates (mutual
+// TLS; "" = none asked for). Paths absolute once parsed.
+struct TlsConfig {
+  std::string cert_file, key_file, client_ca_file;
+};
+
 struct DaemonConfig {
   std::vector<TenantConfig> tenants;
   std::string listen = std::string("unix:") + kDefaultSocket;
@@ -59,12 +72,13 @@ struct DaemonConfig {
   int background_threads = 2;
   int reclaim_backlog = 16;
   double drain_timeout_s = 60;
+  std::optional<TlsConfig> tls;
   std::vector<RemoteWorker> remote_workers;
   double remote_call_timeout_s = 10;
   std::vector<std::string> warnings;  // e.g. an inline token in a world-readable file
 };
 
-// `base_dir` resolves relative token_file paths.
+// `base_dir` resolves relative paths (token_file, tls, workers' files).
 StatusOr<DaemonConfig> ParseDaemonConfig(const nlohmann::json& j, const std::string& base_dir);
 StatusOr<DaemonConfig> LoadDaemonConfig(const std::string& path);
 

@@ -18,6 +18,22 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+// Each config text is refused as kInvalidArgument with a message holding its needle, and never
+// echoing `secret` (a token would end up in logs).
+void ExpectEachRefused(const std::vector<std::pair<std::string, std::string>>& cases,
+                       const std::string& dir, const std::string& secret) {
+  for (const auto& [text, needle] : cases) {
+    auto bad = ParseDaemonConfig(json::parse(text), dir);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_EQ(bad.status().code(), Code::kInvalidArgument) << text;
+    EXPECT_NE(bad.status().message().find(needle), std::string::npos)
+        << text << " -> " << bad.status().message();
+    if (!secret.empty()) {
+      EXPECT_EQ(bad.status().message().find(secret), std::string::npos) << text;
+    }
+  }
+}
+
 class ConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -101,15 +117,7 @@ TEST_F(ConfigTest, EveryDeviationIsAnErrorNamingIt) {
       {"{\"tenants\": {" + ok_tenant + "}, \"drain_timeout_s\": -1}", "drain_timeout_s"},
       {"{\"tenants\": {" + ok_tenant + "}, \"listen\": 8080}", "listen"},
   };
-  for (const auto& [text, needle] : cases) {
-    auto c = ParseDaemonConfig(json::parse(text), dir_);
-    ASSERT_FALSE(c.ok()) << text;
-    EXPECT_EQ(c.status().code(), Code::kInvalidArgument) << text;
-    EXPECT_NE(c.status().message().find(needle), std::string::npos)
-        << text << " -> " << c.status().message();
-    // A bad token is never echoed back (it would end up in logs).
-    EXPECT_EQ(c.status().message().find("alice-token-0123456789"), std::string::npos);
-  }
+  ExpectEachRefused(cases, dir_, "alice-token-0123456789");
   auto bad_json = LoadDaemonConfig(Write("bad.json", "{\"tenants\": ", 0600));
   EXPECT_FALSE(bad_json.ok());
   EXPECT_FALSE(LoadDaemonConfig(dir_ + "/nope.json").ok());
@@ -159,14 +167,111 @@ TEST_F(ConfigTest, RemoteWorkersParseAndEveryDeviationIsNamed) {
       {R"("remote_call_timeout_s": 0)", "remote_call_timeout_s"},
       {R"("remote_call_timeout_s": "5")", "remote_call_timeout_s"},
   };
-  for (const auto& [text, needle] : cases) {
-    auto bad = ParseDaemonConfig(json::parse(head + text + "}"), dir_);
-    ASSERT_FALSE(bad.ok()) << text;
-    EXPECT_EQ(bad.status().code(), Code::kInvalidArgument) << text;
-    EXPECT_NE(bad.status().message().find(needle), std::string::npos)
-        << text << " -> " << bad.status().message();
-    EXPECT_EQ(bad.status().message().find("alice-on-w1-0123456789"), std::string::npos);
-  }
+  for (auto& [text, needle] : cases) text = head + text + "}";
+  ExpectEachRefused(cases, dir_, "alice-on-w1-0123456789");
+}
+
+// Issue 14, TLS: the server's "tls" object. The files only need to exist here (sandboxd loads
+// them at start: tls_server_test.cc); paths are relative to the config file; the key is a secret.
+TEST_F(ConfigTest, TlsParsesAndEveryDeviationIsNamed) {
+  Write("server.pem", "cert", 0644);
+  Write("server.key", "key", 0600);
+  Write("world.key", "key", 0644);
+  Write("ca.pem", "ca", 0644);
+  fs::create_directory(dir_ + "/adir");
+  const std::string head = R"({"tenants": {"alice": {"token": "alice-token-0123456789"}}, )";
+  auto c = ParseDaemonConfig(
+      json::parse(head + R"("listen": "127.0.0.1:8443", "tls": {"cert_file": "server.pem",
+          "key_file": ")" + dir_ + R"(/server.key", "client_ca_file": "ca.pem"}})"),
+      dir_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->tls.has_value());
+  EXPECT_EQ(c->tls->cert_file, dir_ + "/server.pem");
+  EXPECT_EQ(c->tls->key_file, dir_ + "/server.key");
+  EXPECT_EQ(c->tls->client_ca_file, dir_ + "/ca.pem");
+  auto no_mtls = ParseDaemonConfig(
+      json::parse(head + R"("tls": {"cert_file": "server.pem", "key_file": "server.key"}})"), dir_);
+  ASSERT_TRUE(no_mtls.ok()) << no_mtls.status().ToString();
+  EXPECT_EQ(no_mtls->tls->client_ca_file, "");
+  auto none = ParseDaemonConfig(json::parse(head + R"("workers": 2})"), dir_);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->tls.has_value());
+
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("tls": true)", "config.tls: expected a JSON object"},
+      {R"("tls": {})", "cert_file and key_file are required"},
+      {R"("tls": {"cert_file": "server.pem"})", "cert_file and key_file are required"},
+      {R"("tls": {"key_file": "server.key"})", "cert_file and key_file are required"},
+      {R"("tls": {"cert_file": "server.pem", "key_file": "server.key", "ciphers": "x"})",
+       "unknown key 'ciphers'"},
+      {R"("tls": {"cert_file": "missing.pem", "key_file": "server.key"})",
+       "config.tls.cert_file"},
+      {R"("tls": {"cert_file": "server.pem", "key_file": "missing.key"})",
+       "config.tls.key_file"},
+      {R"("tls": {"cert_file": "server.pem", "key_file": "world.key"})",
+       "readable by others"},
+      {R"("tls": {"cert_file": "adir", "key_file": "server.key"})", "not a regular file"},
+      {R"("tls": {"cert_file": 7, "key_file": "server.key"})", "cert_file: expected a file name"},
+      {R"("tls": {"cert_file": "", "key_file": "server.key"})", "cert_file: expected a file name"},
+      {R"("tls": {"cert_file": "server.pem", "key_file": "server.key", "client_ca_file": "no.pem"})",
+       "config.tls.client_ca_file"},
+  };
+  for (auto& [text, needle] : cases) text = head + text + "}";
+  ExpectEachRefused(cases, dir_, "");
+}
+
+// Issue 14, TLS to workers: https:// workers need trust, may then be anywhere; plain http://
+// stays loopback-only; trust keys on a plain url are a mistake, named.
+TEST_F(ConfigTest, RemoteWorkersOverHttpsNeedTrust) {
+  Write("ca.pem", "ca", 0644);
+  Write("client.pem", "cert", 0644);
+  Write("client.key", "key", 0600);
+  Write("world.key", "key", 0644);
+  const std::string pin = "AB:" + std::string(62, 'c');  // 2 + 62 = 64 hex digits
+  const std::string head = R"({"tenants": {"alice": {"token": "alice-token-0123456789"}}, )";
+  const std::string tok = R"("tokens": {"alice": "alice-on-w1-0123456789"})";
+  auto c = ParseDaemonConfig(json::parse(head + R"("remote_workers": [
+      {"name": "w1", "url": "https://10.1.2.3:8443", "ca_file": "ca.pem", )" + tok + R"(},
+      {"name": "w2", "url": "https://worker.example", "pin_sha256": ")" + pin + R"(", )" + tok +
+                                             R"(},
+      {"name": "w3", "url": "https://[2001:db8::1]:9443", "ca_file": "ca.pem",
+       "client_cert_file": "client.pem", "client_key_file": "client.key", )" + tok + R"(}]})"),
+                             dir_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->remote_workers.size(), 3u);
+  EXPECT_EQ(c->remote_workers[0].ca_file, dir_ + "/ca.pem");
+  EXPECT_EQ(c->remote_workers[0].pin_sha256, "");
+  EXPECT_EQ(c->remote_workers[1].pin_sha256, "ab" + std::string(62, 'c'));  // normalised
+  EXPECT_EQ(c->remote_workers[1].ca_file, "");
+  EXPECT_EQ(c->remote_workers[2].client_cert_file, dir_ + "/client.pem");
+  EXPECT_EQ(c->remote_workers[2].client_key_file, dir_ + "/client.key");
+
+  auto w = [&](const std::string& url, const std::string& extra) {
+    return R"("remote_workers": [{"name": "w1", "url": ")" + url + R"(", )" + extra +
+           (extra.empty() ? "" : ", ") + tok + "}]";
+  };
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {w("https://10.1.2.3:8443", ""), "needs ca_file or pin_sha256"},
+      {w("https://127.0.0.1:8443", ""), "unverified TLS is refused"},
+      {w("https://10.1.2.3:8443", R"("client_cert_file": "client.pem", "client_key_file": "client.key")"),
+       "needs ca_file or pin_sha256"},
+      {w("https://10.1.2.3:8443", R"("ca_file": "missing.pem")"), "remote_workers[0].ca_file"},
+      {w("https://10.1.2.3:8443", R"("pin_sha256": "abcd")"), "pin_sha256: expected 64 hex digits"},
+      {w("https://10.1.2.3:8443", R"("pin_sha256": ")" + std::string(64, 'g') + "\""),
+       "pin_sha256"},
+      {w("https://10.1.2.3:8443", R"("pin_sha256": 5)"), "pin_sha256: expected a string"},
+      {w("https://10.1.2.3:8443", R"("ca_file": "ca.pem", "client_cert_file": "client.pem")"),
+       "client_cert_file and client_key_file go together"},
+      {w("https://10.1.2.3:8443", R"("ca_file": "ca.pem", "client_cert_file": "client.pem", "client_key_file": "world.key")"),
+       "readable by others"},
+      {w("https://10.1.2.3:8443", R"("ca_file": "ca.pem", "verify": false)"), "unknown key 'verify'"},
+      {w("http://127.0.0.1:8080", R"("ca_file": "ca.pem")"), "need an https:// url"},
+      {w("unix:/run/w1.sock", R"("pin_sha256": ")" + std::string(64, 'a') + "\""),
+       "need an https:// url"},
+      {w("http://10.1.2.3:8080", ""), "in clear"},
+  };
+  for (auto& [text, needle] : cases) text = head + text + "}";
+  ExpectEachRefused(cases, dir_, "alice-on-w1-0123456789");
 }
 
 TEST_F(ConfigTest, TokenFileMustNotBeReadableByOthers) {

@@ -21,6 +21,7 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kMaxReadPerEvent = 1024 * 1024;  // then let other connections have a turn
 constexpr double kLingerSeconds = 1.0;
+constexpr double kTlsFlushOnStopSeconds = 2.0;
 
 // Tags for the two non-connection fds in the epoll set.
 char kListenTag, kWakeTag;
@@ -99,6 +100,15 @@ Status HttpServer::Start() {
   ev.data.ptr = &kWakeTag;
   if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0)
     return ErrnoStatus("epoll_ctl eventfd");
+  if (options_.tls && address_.kind == ListenAddress::Kind::kTcp) {
+    TlsTerminator::Options to;
+    to.max_connections = options_.max_connections;
+    to.handshake_timeout_s = options_.tls_handshake_timeout_s;
+    to.flush_timeout_s = options_.write_timeout_s;
+    terminator_ = std::make_unique<TlsTerminator>(
+        options_.tls, to, [this](host::UniqueFd fd) { Adopt(std::move(fd)); });
+    RETURN_IF_ERROR(terminator_->Start());
+  }
   RETURN_IF_ERROR(listener_->Publish());
   started_ = true;
   for (int i = 0; i < std::max(1, options_.workers); ++i)
@@ -132,9 +142,25 @@ bool HttpServer::Stop(double drain_timeout_s) {
   }
   workers_.clear();
   conns_.clear();
+  {
+    std::lock_guard lock(mu_);
+    adopted_.clear();
+  }
   open_ = 0;
+  // Every plain end is closed now: the terminator flushes the last answers (a client that does
+  // not read them gets kTlsFlushOnStopSeconds) and ends.
+  if (terminator_) terminator_->Stop(kTlsFlushOnStopSeconds);
   started_ = false;
   return drained;
+}
+
+void HttpServer::Adopt(host::UniqueFd fd) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ || io_exited_) return;  // closed here: the peer sees the end
+    adopted_.push_back(std::move(fd));
+  }
+  Wake();
 }
 
 HttpServer::Stats HttpServer::stats() const {
@@ -146,6 +172,13 @@ HttpServer::Stats HttpServer::stats() const {
   s.timeouts = timeouts_;
   s.open_connections = open_;
   s.busy_workers = busy_workers_;
+  if (terminator_) {
+    auto t = terminator_->stats();
+    s.refused += t.refused;
+    s.tls_handshakes = t.handshakes;
+    s.tls_failed = t.failed;
+    s.tls_connections = t.open;
+  }
   return s;
 }
 
@@ -210,7 +243,17 @@ void HttpServer::IoLoop() {
         OnReadable(static_cast<Conn*>(tag));
       }
     }
-    if (woke) ProcessDone();
+    if (woke) {
+      ProcessDone();
+      std::vector<host::UniqueFd> adopted;
+      {
+        std::lock_guard lock(mu_);
+        adopted.swap(adopted_);
+      }
+      for (auto& fd : adopted) {
+        if (listening) AddConnection(std::move(fd));  // else: closed, we are stopping
+      }
+    }
     ExpireDeadlines();
   }
   io_exited_ = true;
@@ -223,26 +266,33 @@ void HttpServer::Accept() {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       return;  // EAGAIN, or EMFILE and friends: try again on the next event
     }
-    if (static_cast<int>(conns_.size()) >= options_.max_connections) {
-      ++refused_;
-      HttpResponse r;
-      r.status = 503;
-      r.headers.push_back({"Retry-After", "1"});
-      r.body = ErrorBody(Code::kSandboxUnavailable, "sandboxd: too many connections, try again");
-      std::string bytes = SerializeResponse(r, false);
-      ssize_t w = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      (void)w;
-      close(fd);
+    if (terminator_) {
+      terminator_->Add(host::UniqueFd(fd));  // back through Adopt once the handshake is done
       continue;
     }
-    ++accepted_;
-    auto c = std::make_unique<Conn>(fd, options_.limits);
-    Conn* p = c.get();
-    p->deadline = Clock::now() + Seconds(options_.idle_timeout_s);
-    conns_[p] = std::move(c);
-    open_ = static_cast<int>(conns_.size());
-    Arm(p);
+    AddConnection(host::UniqueFd(fd));
   }
+}
+
+void HttpServer::AddConnection(host::UniqueFd fd) {
+  if (static_cast<int>(conns_.size()) >= options_.max_connections) {
+    ++refused_;
+    HttpResponse r;
+    r.status = 503;
+    r.headers.push_back({"Retry-After", "1"});
+    r.body = ErrorBody(Code::kSandboxUnavailable, "sandboxd: too many connections, try again");
+    std::string bytes = SerializeResponse(r, false);
+    ssize_t w = send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+    return;  // closed by UniqueFd
+  }
+  ++accepted_;
+  auto c = std::make_unique<Conn>(fd.Release(), options_.limits);
+  Conn* p = c.get();
+  p->deadline = Clock::now() + Seconds(options_.idle_timeout_s);
+  conns_[p] = std::move(c);
+  open_ = static_cast<int>(conns_.size());
+  Arm(p);
 }
 
 // One-shot: after an event the connection is disabled until it is armed again, so the IO

@@ -12,6 +12,11 @@
 //   - after a protocol error the server answers, stops writing and discards input for at most
 //     one second before closing ("lingering close"), so the peer can read the answer.
 //
+// TLS (ServerOptions::tls): accepted TCP connections go to a TlsTerminator (its own thread,
+// handshakes bounded by tls_handshake_timeout_s, at most max_connections of them), which hands
+// the server the plain end of a socketpair per established connection (Adopt): every limit
+// above then applies unchanged.
+//
 // Thread-safety: Start/Stop from one controlling thread; the handler is called concurrently
 // from the worker threads.
 #pragma once
@@ -31,6 +36,7 @@
 
 #include "api/http_message.h"
 #include "api/listener.h"
+#include "api/tls_terminator.h"
 #include "host/fd.h"
 
 namespace sbx::api {
@@ -44,6 +50,9 @@ struct ServerOptions {
   double write_timeout_s = 30;
   // One line per answered request: "METHOD PATH tenant=T status=N ms=X". Never bodies.
   std::function<void(std::string_view line)> access_log;
+  // Set: TCP connections speak TLS with this context (a unix socket listener ignores it).
+  std::shared_ptr<TlsServerContext> tls;
+  double tls_handshake_timeout_s = 10;
 };
 
 using Handler = std::function<HttpResponse(const HttpRequest& request)>;
@@ -68,10 +77,18 @@ class HttpServer {
   bool Stop(double drain_timeout_s);
 
   const ListenAddress& address() const { return address_; }
+  bool tls() const { return terminator_ != nullptr; }
+
+  // Hands the server a connected stream socket as if it had been accepted (the TLS
+  // terminator's plain ends). Thread-safe; a stopping server closes it at once; beyond
+  // max_connections it gets the 503 answer.
+  void Adopt(host::UniqueFd fd);
 
   struct Stats {
     uint64_t requests = 0, accepted = 0, refused = 0, protocol_errors = 0, timeouts = 0;
+    uint64_t tls_handshakes = 0, tls_failed = 0;  // TLS: established; failed or timed out
     int open_connections = 0;
+    int tls_connections = 0;  // TLS: handshaking or relaying
     int busy_workers = 0;  // running the handler now
   };
   Stats stats() const;
@@ -92,6 +109,7 @@ class HttpServer {
   void IoLoop();
   void WorkerLoop();
   void Accept();
+  void AddConnection(host::UniqueFd fd);  // a new connection: a Conn, or 503 beyond the limit
   void OnReadable(Conn* c);
   void Dispatch(Conn* c, Job job);
   void TryNext(Conn* c);  // parse what is buffered; dispatch or re-arm
@@ -117,6 +135,8 @@ class HttpServer {
   std::condition_variable cv_;
   std::deque<Job> jobs_;
   std::deque<Done> done_;
+  std::vector<host::UniqueFd> adopted_;  // from Adopt(), for the IO thread
+  std::unique_ptr<TlsTerminator> terminator_;
   bool stop_workers_ = false;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> io_exited_{false};

@@ -71,7 +71,11 @@ class Worker {
     ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt,
                      api::OpenRemoteRuntime(cfg_.url, tok->second, /*probe=*/false,
                                             {.call_timeout_s = call_timeout_s_,
-                                             .exec_slack_s = call_timeout_s_}));
+                                             .exec_slack_s = call_timeout_s_},
+                                            {.ca_file = cfg_.ca_file,
+                                             .pin_sha256 = cfg_.pin_sha256,
+                                             .client_cert_file = cfg_.client_cert_file,
+                                             .client_key_file = cfg_.client_key_file}));
     Runtime* raw = rt.get();
     clients_[tenant] = std::move(rt);
     return raw;

@@ -30,8 +30,12 @@ Status NoSuchSandbox(const std::string& id) { return NotFound(fmt::format("no sa
 
 class RemoteRuntime final : public Runtime {
  public:
-  RemoteRuntime(http::Endpoint endpoint, std::string token, RemoteCallBounds bounds)
-      : endpoint_(std::move(endpoint)), token_(std::move(token)), bounds_(bounds) {}
+  RemoteRuntime(http::Endpoint endpoint, std::string token, RemoteCallBounds bounds,
+                http::TlsOptions tls)
+      : endpoint_(std::move(endpoint)),
+        token_(std::move(token)),
+        bounds_(bounds),
+        tls_(std::move(tls)) {}
   ~RemoteRuntime() override { ZeroString(&token_); }
 
   // GET/DELETE/POST returning the body as JSON, or the server's error as a Status.
@@ -46,7 +50,8 @@ class RemoteRuntime final : public Runtime {
       req.headers.push_back({"Content-Type", "application/json"});
       req.body = DumpJson(*body);
     }
-    auto resp = http::Call(endpoint_, req, {.timeout_s = timeout_s, .who = "sandboxd"});
+    auto resp =
+        http::Call(endpoint_, req, {.timeout_s = timeout_s, .who = "sandboxd", .tls = tls_});
     ZeroString(&req.headers[0].value);
     if (!resp.ok()) return resp.status();
     if (resp->status >= 400) return StatusFromErrorResponse(resp->status, resp->body);
@@ -158,6 +163,7 @@ class RemoteRuntime final : public Runtime {
   http::Endpoint endpoint_;
   std::string token_;
   RemoteCallBounds bounds_;
+  http::TlsOptions tls_;
   mutable std::mutex mu_;
   mutable json info_ = json::object();
 };
@@ -170,8 +176,15 @@ StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
 }
 
 StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
+                                                     const std::string& token,
+                                                     const http::TlsOptions& tls, bool probe) {
+  return OpenRemoteRuntime(url, token, probe, RemoteCallBounds{}, tls);
+}
+
+StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
                                                      const std::string& token, bool probe,
-                                                     RemoteCallBounds bounds) {
+                                                     RemoteCallBounds bounds,
+                                                     const http::TlsOptions& tls) {
   if (!(bounds.call_timeout_s > 0) || !(bounds.exec_slack_s > 0))
     return InvalidArgument("remote call bounds must be positive");
   if (token.empty())
@@ -179,7 +192,16 @@ StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
   // A token goes into a header line: refuse what could break out of it.
   if (Status s = ValidateToken(token); !s.ok()) return Status(Code::kUnauthenticated, s.message());
   ASSIGN_OR_RETURN(http::Endpoint endpoint, http::ParseEndpoint(url));
-  auto rt = std::make_unique<RemoteRuntime>(std::move(endpoint), token, bounds);
+  if (endpoint.tls && tls.ca_file.empty() && tls.pin_sha256.empty()) {
+    return InvalidArgument(fmt::format(
+        "{}: https needs a CA file or a certificate pin to trust the server (unverified TLS is "
+        "refused)",
+        url));
+  }
+  if (!endpoint.tls && !tls.empty())
+    return InvalidArgument(fmt::format("{}: TLS options need an https:// url", url));
+  if (!tls.pin_sha256.empty()) RETURN_IF_ERROR(http::NormalizePinSha256(tls.pin_sha256).status());
+  auto rt = std::make_unique<RemoteRuntime>(std::move(endpoint), token, bounds, tls);
   if (probe) RETURN_IF_ERROR(rt->Probe());
   return std::unique_ptr<Runtime>(std::move(rt));
 }

@@ -18,12 +18,14 @@
 #include <memory>
 #include <string>
 
+#include "sbx/http_client.h"
 #include "sbx/runtime.h"
 #include "sbx/status.h"
 
 namespace sbx::api {
 
-// url: "unix:/run/sandcheck/sandboxd.sock" or "http://127.0.0.1:PORT". With `probe` (the
+// url: "unix:/run/sandcheck/sandboxd.sock", "http://127.0.0.1:PORT" or "https://HOST:PORT"
+// (https: `tls` must say how the server is trusted, sbx/http_client.h). With `probe` (the
 // default) calls GET /v1/info once, so a wrong token (kUnauthenticated) or an absent server
 // (kSandboxUnavailable) is reported here rather than at the first operation; without it the
 // first operation is the first request (one round trip less: `sandboxctl run`, whose failed
@@ -31,6 +33,11 @@ namespace sbx::api {
 // either way.
 StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
                                                      const std::string& token, bool probe = true);
+// The same for an https url (and any other: `tls` must then be empty).
+StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
+                                                     const std::string& token,
+                                                     const http::TlsOptions& tls,
+                                                     bool probe = true);
 
 // Bounds of every call (the remote backend's forwarding: a worker that stops answering must
 // never hang its caller).
@@ -38,8 +45,11 @@ struct RemoteCallBounds {
   double call_timeout_s = 120;  // create, revert, destroy, info, ...
   double exec_slack_s = 60;     // an exec: the command's own timeout plus this
 };
+// `tls`: trust and client certificate for an https url; the TLS options are checked here
+// (kInvalidArgument: https without trust, trust for a plain url, a bad pin).
 StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
                                                      const std::string& token, bool probe,
-                                                     RemoteCallBounds bounds);
+                                                     RemoteCallBounds bounds,
+                                                     const http::TlsOptions& tls = {});
 
 }  // namespace sbx::api

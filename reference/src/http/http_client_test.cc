@@ -52,6 +52,37 @@ TEST(HttpEndpoint, ParsesTheForms) {
   }
 }
 
+TEST(HttpEndpoint, HttpsDefaultsTo443AndPinsAreNormalised) {
+  auto a = ParseEndpoint("https://worker.internal/api");
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->tls);
+  EXPECT_EQ(a->port, 443);
+  EXPECT_EQ(a->base_path, "/api");
+  EXPECT_EQ(a->ToString(), "https://worker.internal:443/api");
+  auto b = ParseEndpoint("https://[::1]:8443");
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->tls);
+  EXPECT_EQ(b->ToString(), "https://[::1]:8443");
+  EXPECT_FALSE(ParseEndpoint("http://h")->tls);
+  EXPECT_FALSE(ParseEndpoint("https://").ok());
+  EXPECT_FALSE(ParseEndpoint("https://h:0").ok());
+  std::string hex(64, 'a');
+  EXPECT_EQ(*NormalizePinSha256("AA:" + std::string(62, 'A')), hex);
+  EXPECT_EQ(*NormalizePinSha256(hex), hex);
+  for (std::string bad : {std::string(""), std::string(63, 'a'), std::string(65, 'a'),
+                          std::string(63, 'a') + "g", std::string("sha256:") + hex}) {
+    auto r = NormalizePinSha256(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  }
+  // https never runs unverified; TLS options on a plain endpoint are a mistake, not ignored.
+  auto none = Call(*a, Request{}, {.timeout_s = 5});
+  EXPECT_EQ(none.status().code(), Code::kInvalidArgument);
+  auto plain = Call(*ParseEndpoint("http://127.0.0.1:1"), Request{},
+                    {.timeout_s = 5, .tls = {.ca_file = "/etc/ssl/certs/ca.pem"}});
+  EXPECT_EQ(plain.status().code(), Code::kInvalidArgument);
+}
+
 TEST(HttpResponseParser, ReadsLengthChunkedAndCloseDelimitedBodies) {
   auto r = ParseResponse("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A:  b \r\n\r\nhelloEXTRA", false,
                          1 << 20);
