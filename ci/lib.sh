@@ -12,7 +12,7 @@ SBX_PACKAGES=(
   libnftables-dev libmnl-dev libldns-dev libssl-dev openssl
   busybox-static iproute2 nftables file
   bubblewrap runc crun runsc
-  python3-pytest python3-jsonschema libxml2-utils chromium
+  python3-pytest python3-jsonschema python3-kubernetes libxml2-utils chromium
   wabt wasi-libc libclang-rt-14-dev-wasm32
 )
 

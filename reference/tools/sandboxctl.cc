@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "client/remote_runtime.h"
+#include "k8s/manifest.h"
 #include "runtime_module.h"
 #include "sbx/model.h"
 #include "sbx/runtime.h"
@@ -43,6 +44,11 @@ Commands:
   list                      the caller's sandboxes
   info                      what this worker can run (backends, features, cgroup version)
   showcase                  the memory, CPU and timeout limits at work, as a table
+  manifest kubernetes [OPTIONS]  the Pod and NetworkPolicy a sandbox of these options becomes
+                            on Kubernetes, as a List for kubectl apply (run/create options, and
+                            --namespace NS, --image TEMPLATE=IMAGE, --sandbox-id ID,
+                            --runtime-id ID, --gateway-dns IP, --microvm-floor;
+                            docs/kubernetes.md). Secrets are never written into it
   help                      this text
 
 Global options:
@@ -254,6 +260,37 @@ int CmdCreate(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+// BK-6: the Kubernetes objects a sandbox of these options becomes (docs/kubernetes.md), printed
+// as a List for `kubectl apply -f -`. Needs no server and no root.
+int CmdManifest(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] != "kubernetes")
+    throw UsageError{"manifest: which backend? (sandboxctl manifest kubernetes [OPTIONS])"};
+  sbx::k8s::ManifestOptions o;
+  sbx::k8s::Placement placement;
+  std::string id = "sb0000000000";
+  std::vector<std::string> rest;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& f = args[i];
+    if (f == "--namespace") o.namespace_name = Need(args, i);
+    else if (f == "--sandbox-id") id = Need(args, i);
+    else if (f == "--runtime-id") o.runtime_id = Need(args, i);
+    else if (f == "--microvm-floor") placement.microvm_floor = true;
+    else if (f == "--image") {
+      std::map<std::string, std::string> kv;
+      SplitKV(f, Need(args, i), &kv);
+      for (auto& [t, img] : kv) o.images[t] = img;
+    } else if (f == "--gateway-dns") o.gateway_dns_ip = Need(args, i);
+    else rest.push_back(f);
+  }
+  bool json = false;
+  sbx::ExecRequest req = ParseRun(rest, &json, /*want_command=*/false);
+  placement.trust = req.sandbox.trust;
+  auto list = sbx::k8s::SandboxManifests(id, req.sandbox, placement, o);
+  if (!list.ok()) throw UsageError{"manifest: " + list.status().message()};
+  std::cout << list->dump(2) << "\n";
+  return kExitOk;
+}
+
 int CmdExec(const std::vector<std::string>& a) {
   bool json = false;
   sbx::ExecSpec e;
@@ -393,6 +430,7 @@ int main(int argc, char** argv) {
     if (cmd == "revert" || cmd == "suspend" || cmd == "resume" || cmd == "destroy") return CmdLifecycle(cmd, rest);
     if (cmd == "list") return CmdList();
     if (cmd == "info") return CmdInfo();
+    if (cmd == "manifest") return CmdManifest(rest);
     if (cmd == "showcase") return CmdShowcase();
     throw UsageError{fmt::format("unknown command '{}'", cmd)};
   } catch (const UsageError& e) {

@@ -147,25 +147,32 @@ def test_a_killed_worker_is_reported_not_waited_for(pool):
         assert status == 200, body
     assert pool.listed("w2") == set()
     # w1's sandboxes are orphans: a live runtime's reaper (the front's, w2's) sweeps them.
-    deadline = time.time() + 60
-    while time.time() < deadline and cgroups_of(w1.proc.pid):
-        time.sleep(0.1)
-    assert cgroups_of(w1.proc.pid) == []
+    assert wait_for(lambda: not cgroups_of(w1.proc.pid)), cgroups_of(w1.proc.pid)
 
 
-def test_six_tasks_through_the_pool_with_a_worker_killed_during_the_run(pool, tmp_path):
+def six_task_through(pool, out_dir):
+    """Starts `sandcheck run --backend remote --scenario six-task` against the front."""
     import subprocess
     from sandcheck_support import SANDCHECK
 
     env = dict(os.environ, SANDCHECK_TOKEN=FRONT)
     args = [str(SANDCHECK), "run", "--target", f"unix:{pool.sock}", "--backend", "remote",
-            "--scenario", "six-task", "--out", str(tmp_path / "killed")]
-    run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    # Kill w1 once the run has a sandbox there (the scenario's first lands on the first worker).
-    deadline = time.time() + 60
-    while time.time() < deadline and not pool.listed("w1"):
+            "--scenario", "six-task", "--out", str(out_dir)]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+
+
+def wait_for(predicate, timeout=60):
+    """Polls `predicate` (an event a test waits on) until it holds or `timeout` passes."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and not predicate():
         time.sleep(0.05)
-    assert pool.listed("w1"), "the run placed nothing on w1"
+    return predicate()
+
+
+def test_six_tasks_through_the_pool_with_a_worker_killed_during_the_run(pool, tmp_path):
+    run = six_task_through(pool, tmp_path / "killed")
+    # Kill w1 once the run has a sandbox there (the scenario's first lands on the first worker).
+    assert wait_for(lambda: pool.listed("w1")), "the run placed nothing on w1"
     pool.workers["w1"].proc.send_signal(signal.SIGKILL)
     out, _ = run.communicate(timeout=300)  # reported, not hung
     report = json.loads((tmp_path / "killed" / "report.json").read_text())
@@ -213,3 +220,32 @@ def test_a_hung_worker_costs_the_call_bound_not_a_hang(pool):
         os.kill(w1.proc.pid, signal.SIGCONT)
     for sid in ids + [new]:
         pool.call("DELETE", f"/v1/sandboxes/{sid}")
+
+
+def test_six_tasks_pass_while_another_worker_is_killed(pool, tmp_path):
+    # Five sandboxes made on w1 directly (another client's) make w2 the least loaded by the
+    # workers' own counts: the run lands on w2, and w1 dies under it.
+    w1 = pool.workers["w1"]
+    for _ in range(5):
+        status, _, body = pool.call("POST", "/v1/sandboxes", {"trust": "verified"}, sock=w1.sock, token=w1.token)
+        assert status == 201, body
+    assert len(pool.listed("w1")) == 5
+    run = six_task_through(pool, tmp_path / "run")
+    assert wait_for(lambda: pool.listed("w2")), "the run placed nothing on w2"
+    w1.proc.send_signal(signal.SIGKILL)
+    w1.proc.wait(timeout=30)
+    out, _ = run.communicate(timeout=300)
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert run.returncode == 0, out
+    assert {c["outcome"] for c in report["checks"]} == {"pass"}, out
+    # The front says so once it has asked (a create after the retry interval, or info).
+    status, _, info = pool.call("GET", "/v1/info")
+    assert status == 200
+    deadline = time.time() + 30
+    while time.time() < deadline and "down" not in info["implementations"]["remote"]:
+        pool.create()  # placement asks every worker (a down one after 5 s)
+        status, _, info = pool.call("GET", "/v1/info")
+        time.sleep(0.5)
+    assert "w1" in info["implementations"]["remote"] and "down" in info["implementations"]["remote"], info
+    # w1's sandboxes are orphans: swept by a live runtime's reaper.
+    assert wait_for(lambda: not cgroups_of(w1.proc.pid)), cgroups_of(w1.proc.pid)

@@ -241,7 +241,12 @@ class RuntimeImpl final : public Runtime {
     for (selection::BackendKind kind : selection::kAllBackends) {
       std::string name(selection::BackendName(kind));
       if (!backends_.contains(name)) {
-        unsupported[name] = "not built into this runtime (docs/backends.md lists the backends it has)";
+        unsupported[name] =
+            kind == selection::BackendKind::kKubernetes
+                ? "no Kubernetes API server to run Pods on (none can run on this machine): the "
+                  "manifests are made (`sandboxctl manifest kubernetes`) and checked against the "
+                  "API types offline only (docs/kubernetes.md)"
+                : "not built into this runtime (docs/backends.md lists the backends it has)";
       }
     }
     return {{"name", "sandcheck-reference"},
