@@ -44,10 +44,9 @@ bool MaybeSilent(const Status& s) {
 }
 
 // A worker called down is asked again after this long (a silent one costs each caller the call
-// bound at most once per interval).
+// bound at most once per interval). An answering worker is asked for its load at every
+// placement: a cached figure placed a sandbox on a worker that another client had just filled.
 constexpr double kRetryDownAfterS = 5;
-// Load figures younger than this are placed by without asking again.
-constexpr double kInfoMaxAgeS = 0.5;
 
 class Worker {
  public:
@@ -90,7 +89,6 @@ class Worker {
       double now = NowSeconds();
       if (!down_reason_.empty() && now - down_since_ < kRetryDownAfterS)
         return Status(Code::kSandboxUnavailable, down_reason_);
-      if (down_reason_.empty() && now - refreshed_ < kInfoMaxAgeS) return Status::Ok();
     }
     auto rt = Client(cfg_.tokens.begin()->first);
     if (!rt.ok()) return rt.status();
@@ -108,7 +106,6 @@ class Worker {
       free_memory_ = cap.value("memory_available_bytes", -1LL);
     }
     down_reason_.clear();
-    refreshed_ = NowSeconds();
     return Status::Ok();
   }
 
@@ -158,7 +155,7 @@ class Worker {
   std::map<std::string, std::unique_ptr<Runtime>> clients_;
   json info_ = json::object();
   std::string down_reason_;
-  double down_since_ = 0, refreshed_ = 0;
+  double down_since_ = 0;
   long long reported_live_ = -1, free_memory_ = -1;
   int placed_ = 0;
 };
