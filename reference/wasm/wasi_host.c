@@ -37,6 +37,20 @@ enum { LOOKUP_SYMLINK_FOLLOW = 1 };
 #define ALL_RIGHTS UINT64_C(0x1FFFFFFF)
 
 void (*sbx_wasi_on_exit)(int code) = NULL;
+void (*sbx_wasi_on_interrupt)(void) = NULL;
+volatile sig_atomic_t sbx_wasi_in_import = 0;
+volatile sig_atomic_t sbx_wasi_interrupt = 0;
+
+/* Every import runs inside this scope (the first statement of each): an interruption that
+ * arrives while host code runs is deferred to the import's end (wasi_host.h), where the host's
+ * hook traps the instance. A blocking call inside gives up on EINTR when one is pending. */
+static inline void ImportLeave(int* unused) {
+  (void)unused;
+  if (--sbx_wasi_in_import == 0 && sbx_wasi_interrupt && sbx_wasi_on_interrupt)
+    sbx_wasi_on_interrupt();
+}
+#define SBX_IMPORT_SCOPE \
+  __attribute__((cleanup(ImportLeave), unused)) int sbx_import_scope_ = (++sbx_wasi_in_import, 0)
 
 typedef struct Z_wasi_snapshot_preview1_instance_t W;
 
@@ -237,15 +251,19 @@ static uint32_t StringsGet(W* w, int n, char** v, uint32_t ptrs, uint32_t buf) {
 }
 
 uint32_t Z_wasi_snapshot_preview1Z_args_sizes_get(W* w, uint32_t count, uint32_t size) {
+  SBX_IMPORT_SCOPE;
   return StringsSizes(w, w->argc, w->argv, count, size);
 }
 uint32_t Z_wasi_snapshot_preview1Z_args_get(W* w, uint32_t ptrs, uint32_t buf) {
+  SBX_IMPORT_SCOPE;
   return StringsGet(w, w->argc, w->argv, ptrs, buf);
 }
 uint32_t Z_wasi_snapshot_preview1Z_environ_sizes_get(W* w, uint32_t count, uint32_t size) {
+  SBX_IMPORT_SCOPE;
   return StringsSizes(w, w->envc, w->envp, count, size);
 }
 uint32_t Z_wasi_snapshot_preview1Z_environ_get(W* w, uint32_t ptrs, uint32_t buf) {
+  SBX_IMPORT_SCOPE;
   return StringsGet(w, w->envc, w->envp, ptrs, buf);
 }
 
@@ -260,6 +278,7 @@ static int ClockId(uint32_t id, clockid_t* out) {
   }
 }
 uint32_t Z_wasi_snapshot_preview1Z_clock_res_get(W* w, uint32_t id, uint32_t res) {
+  SBX_IMPORT_SCOPE;
   clockid_t c;
   struct timespec t;
   if (!ClockId(id, &c)) return W_INVAL;
@@ -269,6 +288,7 @@ uint32_t Z_wasi_snapshot_preview1Z_clock_res_get(W* w, uint32_t id, uint32_t res
   return 0;
 }
 uint32_t Z_wasi_snapshot_preview1Z_clock_time_get(W* w, uint32_t id, uint64_t precision, uint32_t out) {
+  SBX_IMPORT_SCOPE;
   (void)precision;
   clockid_t c;
   struct timespec t;
@@ -279,6 +299,7 @@ uint32_t Z_wasi_snapshot_preview1Z_clock_time_get(W* w, uint32_t id, uint64_t pr
   return 0;
 }
 uint32_t Z_wasi_snapshot_preview1Z_random_get(W* w, uint32_t buf, uint32_t len) {
+  SBX_IMPORT_SCOPE;
   if (!InMem(w, buf, len)) return W_FAULT;
   uint32_t done = 0;
   while (done < len) {
@@ -292,17 +313,20 @@ uint32_t Z_wasi_snapshot_preview1Z_random_get(W* w, uint32_t buf, uint32_t len) 
   return 0;
 }
 uint32_t Z_wasi_snapshot_preview1Z_sched_yield(W* w) {
+  SBX_IMPORT_SCOPE;
   (void)w;
   sched_yield();
   return 0;
 }
 void Z_wasi_snapshot_preview1Z_proc_exit(W* w, uint32_t code) {
+  SBX_IMPORT_SCOPE;
   w->exited = 1;
   w->exit_code = (int)code;
   if (sbx_wasi_on_exit) sbx_wasi_on_exit((int)code);
   _exit((int)(code & 0xff));
 }
 uint32_t Z_wasi_snapshot_preview1Z_proc_raise(W* w, uint32_t sig) {
+  SBX_IMPORT_SCOPE;
   (void)w;
   (void)sig;
   return W_NOSYS; /* no signals between a module and its host */
@@ -311,6 +335,7 @@ uint32_t Z_wasi_snapshot_preview1Z_proc_raise(W* w, uint32_t sig) {
 /* poll_oneoff: clock subscriptions (sleeps) only; a descriptor subscription is NOTSUP. */
 uint32_t Z_wasi_snapshot_preview1Z_poll_oneoff(W* w, uint32_t in, uint32_t out, uint32_t n,
                                                uint32_t nevents) {
+  SBX_IMPORT_SCOPE;
   if (n == 0) return W_INVAL;
   if (!InMem(w, in, (uint64_t)n * 48) || !InMem(w, out, (uint64_t)n * 32) || !InMem(w, nevents, 4))
     return W_FAULT;
@@ -335,7 +360,7 @@ uint32_t Z_wasi_snapshot_preview1Z_poll_oneoff(W* w, uint32_t in, uint32_t out, 
     }
   }
   struct timespec t = {(time_t)(soonest / 1000000000u), (long)(soonest % 1000000000u)};
-  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+  while (nanosleep(&t, &t) != 0 && errno == EINTR && !sbx_wasi_interrupt) {
   }
   uint32_t e = out;
   memset(P(w, e), 0, 32);
@@ -360,6 +385,7 @@ static uint32_t Iovecs(W* w, uint32_t iovs, uint32_t n, struct iovec* out) {
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_write(W* w, uint32_t fd, uint32_t iovs, uint32_t n,
                                             uint32_t nwritten) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   if (f->is_dir) return W_ISDIR;
@@ -374,6 +400,7 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_write(W* w, uint32_t fd, uint32_t iovs, ui
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_read(W* w, uint32_t fd, uint32_t iovs, uint32_t n,
                                            uint32_t nread) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   if (f->is_dir) return W_ISDIR;
@@ -388,6 +415,7 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_read(W* w, uint32_t fd, uint32_t iovs, uin
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_pwrite(W* w, uint32_t fd, uint32_t iovs, uint32_t n,
                                              uint64_t off, uint32_t nwritten) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   static struct iovec v[1024];
@@ -401,6 +429,7 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_pwrite(W* w, uint32_t fd, uint32_t iovs, u
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_pread(W* w, uint32_t fd, uint32_t iovs, uint32_t n,
                                             uint64_t off, uint32_t nread) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   static struct iovec v[1024];
@@ -414,6 +443,7 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_pread(W* w, uint32_t fd, uint32_t iovs, ui
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_seek(W* w, uint32_t fd, uint64_t off, uint32_t whence,
                                            uint32_t newoff) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   if (whence > 2) return W_INVAL;
@@ -425,9 +455,11 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_seek(W* w, uint32_t fd, uint64_t off, uint
   return 0;
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_tell(W* w, uint32_t fd, uint32_t out) {
+  SBX_IMPORT_SCOPE;
   return Z_wasi_snapshot_preview1Z_fd_seek(w, fd, 0, 1, out);
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_close(W* w, uint32_t fd) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   if (fd < 3 || f->preopen) return W_NOTSUP; /* stdio and the preopen stay */
@@ -436,27 +468,32 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_close(W* w, uint32_t fd) {
   return 0;
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_sync(W* w, uint32_t fd) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   return fsync(f->host_fd) == 0 ? 0 : Werr(errno);
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_datasync(W* w, uint32_t fd) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   return fdatasync(f->host_fd) == 0 ? 0 : Werr(errno);
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_advise(W* w, uint32_t fd, uint64_t off, uint64_t len,
                                              uint32_t advice) {
+  SBX_IMPORT_SCOPE;
   (void)off, (void)len, (void)advice;
   return Fd(w, fd) ? 0 : W_BADF;
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_allocate(W* w, uint32_t fd, uint64_t off, uint64_t len) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   int e = posix_fallocate(f->host_fd, (off_t)off, (off_t)len);
   return e == 0 ? 0 : Werr(e);
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_fdstat_get(W* w, uint32_t fd, uint32_t out) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   if (!InMem(w, out, 24)) return W_FAULT;
@@ -470,6 +507,7 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_fdstat_get(W* w, uint32_t fd, uint32_t out
   return 0;
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_fdstat_set_flags(W* w, uint32_t fd, uint32_t flags) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   int fl = fcntl(f->host_fd, F_GETFL);
@@ -482,10 +520,12 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_fdstat_set_flags(W* w, uint32_t fd, uint32
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_fdstat_set_rights(W* w, uint32_t fd, uint64_t base,
                                                         uint64_t inheriting) {
+  SBX_IMPORT_SCOPE;
   (void)base, (void)inheriting;
   return Fd(w, fd) ? 0 : W_BADF;
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_filestat_get(W* w, uint32_t fd, uint32_t out) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   if (!InMem(w, out, 64)) return W_FAULT;
@@ -495,6 +535,7 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_filestat_get(W* w, uint32_t fd, uint32_t o
   return 0;
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_filestat_set_size(W* w, uint32_t fd, uint64_t size) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   return ftruncate(f->host_fd, (off_t)size) == 0 ? 0 : Werr(errno);
@@ -508,6 +549,7 @@ static void Times(uint64_t atim, uint64_t mtim, uint32_t flags, struct timespec 
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_filestat_set_times(W* w, uint32_t fd, uint64_t atim,
                                                          uint64_t mtim, uint32_t flags) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   struct timespec ts[2];
@@ -515,6 +557,7 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_filestat_set_times(W* w, uint32_t fd, uint
   return futimens(f->host_fd, ts) == 0 ? 0 : Werr(errno);
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_prestat_get(W* w, uint32_t fd, uint32_t out) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f || !f->preopen) return W_BADF;
   if (!InMem(w, out, 8)) return W_FAULT;
@@ -524,6 +567,7 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_prestat_get(W* w, uint32_t fd, uint32_t ou
   return 0;
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_prestat_dir_name(W* w, uint32_t fd, uint32_t buf, uint32_t len) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f || !f->preopen) return W_BADF;
   size_t n = strlen(f->preopen);
@@ -533,6 +577,7 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_prestat_dir_name(W* w, uint32_t fd, uint32
   return 0;
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_renumber(W* w, uint32_t from, uint32_t to) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* a = Fd(w, from);
   struct sbx_wasi_fd* b = Fd(w, to);
   if (!a || !b) return W_BADF;
@@ -544,6 +589,7 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_renumber(W* w, uint32_t from, uint32_t to)
 }
 uint32_t Z_wasi_snapshot_preview1Z_fd_readdir(W* w, uint32_t fd, uint32_t buf, uint32_t len,
                                               uint64_t cookie, uint32_t used) {
+  SBX_IMPORT_SCOPE;
   struct sbx_wasi_fd* f = Fd(w, fd);
   if (!f) return W_BADF;
   if (!f->is_dir) return W_NOTDIR;
@@ -592,6 +638,7 @@ uint32_t Z_wasi_snapshot_preview1Z_fd_readdir(W* w, uint32_t fd, uint32_t buf, u
 uint32_t Z_wasi_snapshot_preview1Z_path_open(W* w, uint32_t dirfd, uint32_t lookup, uint32_t path,
                                              uint32_t path_len, uint32_t oflags, uint64_t rights,
                                              uint64_t inheriting, uint32_t fdflags, uint32_t out) {
+  SBX_IMPORT_SCOPE;
   (void)rights, (void)inheriting;
   struct sbx_wasi_fd* d = Fd(w, dirfd);
   if (!d) return W_BADF;
@@ -659,6 +706,7 @@ static int ParentOf(W* w, uint32_t dirfd, char* p, const char** last, uint32_t* 
 
 uint32_t Z_wasi_snapshot_preview1Z_path_filestat_get(W* w, uint32_t dirfd, uint32_t lookup,
                                                      uint32_t path, uint32_t len, uint32_t out) {
+  SBX_IMPORT_SCOPE;
   char p[MAX_PATH];
   uint32_t e = Path(w, path, len, p);
   if (e) return e;
@@ -688,6 +736,7 @@ uint32_t Z_wasi_snapshot_preview1Z_path_filestat_set_times(W* w, uint32_t dirfd,
                                                            uint32_t path, uint32_t len,
                                                            uint64_t atim, uint64_t mtim,
                                                            uint32_t flags) {
+  SBX_IMPORT_SCOPE;
   char p[MAX_PATH];
   uint32_t e = Path(w, path, len, p);
   if (e) return e;
@@ -705,6 +754,7 @@ uint32_t Z_wasi_snapshot_preview1Z_path_filestat_set_times(W* w, uint32_t dirfd,
 }
 uint32_t Z_wasi_snapshot_preview1Z_path_create_directory(W* w, uint32_t dirfd, uint32_t path,
                                                          uint32_t len) {
+  SBX_IMPORT_SCOPE;
   char p[MAX_PATH];
   uint32_t e = Path(w, path, len, p);
   if (e) return e;
@@ -718,6 +768,7 @@ uint32_t Z_wasi_snapshot_preview1Z_path_create_directory(W* w, uint32_t dirfd, u
 }
 uint32_t Z_wasi_snapshot_preview1Z_path_remove_directory(W* w, uint32_t dirfd, uint32_t path,
                                                          uint32_t len) {
+  SBX_IMPORT_SCOPE;
   char p[MAX_PATH];
   uint32_t e = Path(w, path, len, p);
   if (e) return e;
@@ -731,6 +782,7 @@ uint32_t Z_wasi_snapshot_preview1Z_path_remove_directory(W* w, uint32_t dirfd, u
 }
 uint32_t Z_wasi_snapshot_preview1Z_path_unlink_file(W* w, uint32_t dirfd, uint32_t path,
                                                     uint32_t len) {
+  SBX_IMPORT_SCOPE;
   char p[MAX_PATH];
   uint32_t e = Path(w, path, len, p);
   if (e) return e;
@@ -745,6 +797,7 @@ uint32_t Z_wasi_snapshot_preview1Z_path_unlink_file(W* w, uint32_t dirfd, uint32
 uint32_t Z_wasi_snapshot_preview1Z_path_rename(W* w, uint32_t fd, uint32_t old_path,
                                                uint32_t old_len, uint32_t new_fd,
                                                uint32_t new_path, uint32_t new_len) {
+  SBX_IMPORT_SCOPE;
   char a[MAX_PATH], b[MAX_PATH];
   uint32_t e = Path(w, old_path, old_len, a);
   if (!e) e = Path(w, new_path, new_len, b);
@@ -766,6 +819,7 @@ uint32_t Z_wasi_snapshot_preview1Z_path_rename(W* w, uint32_t fd, uint32_t old_p
 uint32_t Z_wasi_snapshot_preview1Z_path_link(W* w, uint32_t fd, uint32_t lookup, uint32_t old_path,
                                              uint32_t old_len, uint32_t new_fd, uint32_t new_path,
                                              uint32_t new_len) {
+  SBX_IMPORT_SCOPE;
   (void)lookup;
   char a[MAX_PATH], b[MAX_PATH];
   uint32_t e = Path(w, old_path, old_len, a);
@@ -788,6 +842,7 @@ uint32_t Z_wasi_snapshot_preview1Z_path_link(W* w, uint32_t fd, uint32_t lookup,
 uint32_t Z_wasi_snapshot_preview1Z_path_symlink(W* w, uint32_t old_path, uint32_t old_len,
                                                 uint32_t dirfd, uint32_t new_path,
                                                 uint32_t new_len) {
+  SBX_IMPORT_SCOPE;
   char target[MAX_PATH], p[MAX_PATH];
   uint32_t e = Path(w, old_path, old_len, target);
   if (!e) e = Path(w, new_path, new_len, p);
@@ -804,6 +859,7 @@ uint32_t Z_wasi_snapshot_preview1Z_path_symlink(W* w, uint32_t old_path, uint32_
 }
 uint32_t Z_wasi_snapshot_preview1Z_path_readlink(W* w, uint32_t dirfd, uint32_t path, uint32_t len,
                                                  uint32_t buf, uint32_t buf_len, uint32_t used) {
+  SBX_IMPORT_SCOPE;
   char p[MAX_PATH];
   uint32_t e = Path(w, path, len, p);
   if (e) return e;
@@ -824,20 +880,24 @@ uint32_t Z_wasi_snapshot_preview1Z_path_readlink(W* w, uint32_t dirfd, uint32_t 
 
 /* ---- sockets: none (BK-2: no ambient authority; egress is denied by construction) ---- */
 uint32_t Z_wasi_snapshot_preview1Z_sock_accept(W* w, uint32_t fd, uint32_t flags, uint32_t out) {
+  SBX_IMPORT_SCOPE;
   (void)w, (void)fd, (void)flags, (void)out;
   return W_NOTSUP;
 }
 uint32_t Z_wasi_snapshot_preview1Z_sock_recv(W* w, uint32_t fd, uint32_t iovs, uint32_t n,
                                              uint32_t flags, uint32_t nread, uint32_t oflags) {
+  SBX_IMPORT_SCOPE;
   (void)w, (void)fd, (void)iovs, (void)n, (void)flags, (void)nread, (void)oflags;
   return W_NOTSUP;
 }
 uint32_t Z_wasi_snapshot_preview1Z_sock_send(W* w, uint32_t fd, uint32_t iovs, uint32_t n,
                                              uint32_t flags, uint32_t nwritten) {
+  SBX_IMPORT_SCOPE;
   (void)w, (void)fd, (void)iovs, (void)n, (void)flags, (void)nwritten;
   return W_NOTSUP;
 }
 uint32_t Z_wasi_snapshot_preview1Z_sock_shutdown(W* w, uint32_t fd, uint32_t how) {
+  SBX_IMPORT_SCOPE;
   (void)w, (void)fd, (void)how;
   return W_NOTSUP;
 }

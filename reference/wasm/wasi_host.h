@@ -18,6 +18,7 @@
 #ifndef SBX_WASI_HOST_H_
 #define SBX_WASI_HOST_H_
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "wasm-rt.h"
@@ -58,6 +59,16 @@ void sbx_wasi_close_all(sbx_wasi_t* w);
 
 /* proc_exit ends the run: the host installs this jump target around _start. */
 extern void (*sbx_wasi_on_exit)(int code);
+
+/* In-engine interruption (the host's deadline, CPU budget and SIGTERM; wasm_host_main.c): an
+ * interruption must not cut host code in the middle (a descriptor table half updated), so the
+ * host's signal handler traps the instance at once only while module code runs. While an import
+ * runs (sbx_wasi_in_import > 0) it sets sbx_wasi_interrupt instead; the import's blocking calls
+ * give up (EINTR), and when the outermost import returns, sbx_wasi_on_interrupt is called (it
+ * does not return: it traps the instance). */
+extern void (*sbx_wasi_on_interrupt)(void);
+extern volatile sig_atomic_t sbx_wasi_in_import;
+extern volatile sig_atomic_t sbx_wasi_interrupt;
 
 #ifdef __cplusplus
 }

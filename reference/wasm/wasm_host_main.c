@@ -7,6 +7,7 @@
  *   wasm-host [--max-pages N] [--dir DIR] --script-fd FD   instantiate first, then wait for
  *                                                         the command on FD (until EOF)
  *   wasm-host [--max-pages N] [--dir DIR] -c COMMAND       instantiate and run COMMAND
+ *     (both also take --deadline-ms N and --cpu-ms N: the in-engine interruption below)
  *   wasm-host [--dir DIR] --bench-instantiate N            instantiate and free N times; print
  *                                                         p50/p95/max in µs (NFR-3's own
  *                                                         figure, docs/performance.md)
@@ -23,10 +24,22 @@
  * killer would, by SIGKILL... from the host itself, which the module cannot cause any other way
  * (it has no signals): the backend reads that death as resource_exceeded. A trap (out of
  * bounds, unreachable, stack exhaustion, ...) ends the run with exit 134 and its reason on
- * stderr. The timeout is the sandbox's (SIGTERM, then SIGKILL of this process).
+ * stderr.
+ *
+ * In-engine interruption (RES-1, RES-5; wasm2c has no fuel or epoch counter, so the host
+ * interrupts the instance from a signal, the way wasm2c itself turns a guard-page fault into a
+ * trap): a deadline (--deadline-ms, wall clock: Wasmtime's epoch deadline in effect), a CPU-time
+ * budget (--cpu-ms, the process's CPU clock: what fuel bounds) and SIGTERM (the sandbox's
+ * timeout) each trap the running instance. While a WASI import runs, the trap waits for the
+ * import to return (wasi_host.h), so host state is never cut in half. The host then says why on
+ * stderr ("wasm: interrupted: ...") and dies by a signal the module cannot raise: SIGALRM for
+ * the deadline, SIGXCPU for the CPU budget, SIGTERM for SIGTERM; the backend reports the first
+ * as timeout and the second as resource_exceeded. The backend sets both per command with a
+ * first line `#sbx-wasm deadline_ms=N cpu_ms=N` after the exports (0: none).
  *
  * Exit: the module's proc_exit code, 0 when _start returns, 134 on a trap, 127 for a command
- * that cannot run, 126 when the module cannot be instantiated.
+ * that cannot run, 126 when the module cannot be instantiated; killed by SIGALRM, SIGXCPU or
+ * SIGTERM when interrupted.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,6 +48,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -195,6 +210,96 @@ static int BenchInstantiate(int n) {
   return 0;
 }
 
+/* ---- In-engine interruption (see the top of this file) ---- */
+enum { kInterruptTrapBase = 0x100 }; /* beyond wasm_rt_trap_t's values */
+static uint64_t g_deadline_ms = 0, g_cpu_ms = 0;
+static volatile sig_atomic_t g_running = 0; /* module code may be trapped */
+static volatile sig_atomic_t g_why = 0;     /* the signal that interrupted */
+
+static void TrapInterrupted(void) {
+  g_running = 0;
+  WASM_RT_LONGJMP(wasm_rt_jmp_buf, kInterruptTrapBase + g_why);
+}
+
+static void OnInterrupt(int sig) {
+  if (!g_running) return;
+  g_why = sig;
+  if (sbx_wasi_in_import) {
+    sbx_wasi_interrupt = 1; /* trapped when the import returns */
+    return;
+  }
+  TrapInterrupted();
+}
+
+static void Arm(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = OnInterrupt;
+  sa.sa_flags = SA_ONSTACK; /* no SA_RESTART: a blocking import gives up */
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGALRM);
+  sigaddset(&sa.sa_mask, SIGPROF);
+  sigaddset(&sa.sa_mask, SIGTERM);
+  sigaction(SIGALRM, &sa, NULL);
+  sigaction(SIGPROF, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sbx_wasi_on_interrupt = TrapInterrupted;
+  if (g_deadline_ms) {
+    struct itimerval t = {{0, 0}, {(time_t)(g_deadline_ms / 1000), (suseconds_t)(g_deadline_ms % 1000) * 1000}};
+    setitimer(ITIMER_REAL, &t, NULL);
+  }
+  if (g_cpu_ms) { /* ITIMER_PROF: the process's user + system CPU time */
+    struct itimerval t = {{0, 0}, {(time_t)(g_cpu_ms / 1000), (suseconds_t)(g_cpu_ms % 1000) * 1000}};
+    setitimer(ITIMER_PROF, &t, NULL);
+  }
+}
+
+/* Says why, then dies by the signal that tells the backend what happened. */
+static void Interrupted(int sig) {
+  char msg[200];
+  int n = sig == SIGALRM ? snprintf(msg, sizeof msg,
+                                    "wasm: interrupted: the deadline of %llu ms passed (in-engine "
+                                    "interruption)\n", (unsigned long long)g_deadline_ms)
+          : sig == SIGPROF ? snprintf(msg, sizeof msg,
+                                      "wasm: interrupted: the CPU budget of %llu ms is spent "
+                                      "(in-engine interruption)\n", (unsigned long long)g_cpu_ms)
+                           : snprintf(msg, sizeof msg,
+                                      "wasm: interrupted: terminated (SIGTERM: the sandbox's "
+                                      "timeout)\n");
+  if (n > 0 && write(2, msg, (size_t)n) < 0) {
+  }
+  int die = sig == SIGPROF ? SIGXCPU : sig;
+  struct rlimit none = {0, 0}; /* SIGXCPU would dump core */
+  setrlimit(RLIMIT_CORE, &none);
+  signal(die, SIG_DFL);
+  sigset_t all;
+  sigemptyset(&all);
+  sigaddset(&all, die);
+  sigprocmask(SIG_UNBLOCK, &all, NULL);
+  raise(die);
+  _exit(128 + die);
+}
+
+/* `#sbx-wasm deadline_ms=N cpu_ms=N`: the backend's per-command settings. */
+static void Directive(const char* line, size_t len) {
+  char buf[200];
+  if (len >= sizeof buf) Die(127, "%s", "#sbx-wasm line too long");
+  memcpy(buf, line, len);
+  buf[len] = 0;
+  char* save = NULL;
+  for (char* kv = strtok_r(buf, " ", &save); kv; kv = strtok_r(NULL, " ", &save)) {
+    char* end = NULL;
+    if (strncmp(kv, "deadline_ms=", 12) == 0) {
+      g_deadline_ms = strtoull(kv + 12, &end, 10);
+    } else if (strncmp(kv, "cpu_ms=", 7) == 0) {
+      g_cpu_ms = strtoull(kv + 7, &end, 10);
+    } else {
+      Die(127, "unknown #sbx-wasm setting: %s", kv);
+    }
+    if (!end || *end) Die(127, "bad #sbx-wasm setting: %s", kv);
+  }
+}
+
 int main(int argc, char** argv) {
   int script_fd = -1;
   const char* command = NULL;
@@ -209,6 +314,10 @@ int main(int argc, char** argv) {
       script_fd = atoi(argv[++i]);
     } else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
       command = argv[++i];
+    } else if (strcmp(argv[i], "--deadline-ms") == 0 && i + 1 < argc) {
+      g_deadline_ms = strtoull(argv[++i], NULL, 10);
+    } else if (strcmp(argv[i], "--cpu-ms") == 0 && i + 1 < argc) {
+      g_cpu_ms = strtoull(argv[++i], NULL, 10);
     } else if (strcmp(argv[i], "--bench-instantiate") == 0 && i + 1 < argc) {
       bench = atoi(argv[++i]);
     } else {
@@ -244,6 +353,12 @@ int main(int argc, char** argv) {
     p = nl + 1;
   }
   envp[en] = NULL;
+  if (strncmp(p, "#sbx-wasm ", 10) == 0) {
+    const char* nl = strchr(p, '\n');
+    size_t len = nl ? (size_t)(nl - p) : strlen(p);
+    Directive(p + 10, len - 10);
+    p += len + (nl ? 1 : 0);
+  }
   char** args = calloc(strlen(p) / 2 + 2, sizeof(char*));
   int an = 0;
   char* w;
@@ -254,11 +369,16 @@ int main(int argc, char** argv) {
   g_wasi.envc = en;
   g_wasi.envp = envp;
 
-  wasm_rt_trap_t trap = wasm_rt_impl_try();
+  int trap = (int)wasm_rt_impl_try();
   if (trap == WASM_RT_TRAP_NONE) {
+    g_running = 1;
+    Arm();
     Z_moduleZ__start(&g_instance);
+    g_running = 0;
     exit(0);
   }
-  fprintf(stderr, "wasm: trap: %s\n", wasm_rt_strerror(trap));
+  g_running = 0;
+  if (trap > kInterruptTrapBase) Interrupted(trap - kInterruptTrapBase);
+  fprintf(stderr, "wasm: trap: %s\n", wasm_rt_strerror((wasm_rt_trap_t)trap));
   exit(134);
 }

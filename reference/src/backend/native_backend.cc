@@ -92,6 +92,11 @@ class NativeSandbox final : public Sandbox {
       line.argv.clear();
       run = &line;
     }
+    if (flavor_.command_prefix) {
+      if (run != &line) line = exec;
+      line.command = flavor_.command_prefix(exec, spec_.limits) + line.command;
+      run = &line;
+    }
     ASSIGN_OR_RETURN(ExecResult r, current_->Exec(*run, spec_.env, spec_.secrets));
     r.backend = flavor_.backend;
     r.sandbox_id = id_;
@@ -216,7 +221,7 @@ class NativeSandbox final : public Sandbox {
     int generation;
     bool prespawn;
     std::function<Entrypoint(const Limits&)> entrypoint;
-    bool self_kill_is_memory_limit;
+    bool wasm_host_signals;
   };
 
   SpawnConfig Config() {
@@ -224,7 +229,7 @@ class NativeSandbox final : public Sandbox {
             spec_.limits,  spec_.egress,
             spec_.hosts,   generation_++,
             prespawn_,     flavor_.entrypoint,
-            flavor_.self_kill_is_memory_limit};
+            flavor_.wasm_host_signals};
   }
 
   // Builds one instance. Static: runs on background threads without touching the sandbox.
@@ -238,7 +243,7 @@ class NativeSandbox final : public Sandbox {
     cfg.limits = c.limits;
     cfg.prespawn = c.prespawn;
     cfg.entrypoint = c.entrypoint;
-    cfg.self_kill_is_memory_limit = c.self_kill_is_memory_limit;
+    cfg.wasm_host_signals = c.wasm_host_signals;
     if (!c.egress.empty()) {
       if (!ctx.egress) return Status(Code::kSandboxUnavailable, "egress is not available in this runtime");
       ASSIGN_OR_RETURN(net::EgressService * svc, ctx.egress());

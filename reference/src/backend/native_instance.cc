@@ -163,7 +163,7 @@ StatusOr<std::unique_ptr<Instance>> Instance::Spawn(const BackendContext& ctx, I
   if (timings) timings->initialize = Since(t1);
   in->client_.set_nofile(in->limits_.fds);  // RES-6, per command
   in->entrypoint_ = config.entrypoint;
-  in->self_kill_is_memory_limit_ = config.self_kill_is_memory_limit;
+  in->wasm_host_signals_ = config.wasm_host_signals;
   if (in->entrypoint_) in->client_.set_entrypoint(in->entrypoint_(in->limits_));
   if (config.prespawn) in->client_.EnablePrespawn(in->limits_.fds);
   return in;
@@ -256,9 +256,10 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
   watch.Drain();
   watch.CollectUsage(before, &oom_kills_seen_, true);
   SetExit(wait_status, &r);
-  // The wasm host's memory cap: it killed itself (InstanceConfig::self_kill_is_memory_limit).
-  bool capped = self_kill_is_memory_limit_ && !watch.timed_out() && WIFSIGNALED(wait_status) &&
-                WTERMSIG(wait_status) == SIGKILL;
+  // The wasm host's deaths that say why (InstanceConfig::wasm_host_signals): its memory cap
+  // (it killed itself), its in-engine deadline and CPU budget.
+  const int host_sig = wasm_host_signals_ && WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0;
+  bool capped = !watch.timed_out() && host_sig == SIGKILL;
   if (watch.oom() || capped) {
     SignalAll(SIGKILL);
     crashed_ = true;
@@ -270,8 +271,19 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
     SignalAll(SIGKILL);
     crashed_ = true;
     SetDiskExceeded(limits_.disk_bytes, &r);
-  } else if (watch.timed_out()) {
+  } else if (watch.timed_out() || host_sig == SIGALRM) {
     SetTimedOut(exec, &r);
+    if (host_sig == SIGALRM) {
+      r.reason = fmt::format("timeout after {:.3g} s: the instance was interrupted in the engine "
+                             "at its deadline (RES-5)", exec.timeout_s);
+    } else if (host_sig == SIGTERM) {
+      r.reason += "; the instance was interrupted in the engine by SIGTERM";
+    }
+  } else if (host_sig == SIGXCPU) {
+    r.status = ExecStatus::kResourceExceeded;
+    r.reason = fmt::format("CPU budget exceeded: the instance was interrupted in the engine after "
+                           "the CPU time its quota allows within the timeout (RES-1)");
+    r.error_code = "cpu_limit";
   }
   if (crashed_) r.state = SandboxState::kCrashed;
   r.stages.collect = Since(t_collect);

@@ -32,9 +32,11 @@ struct InstanceConfig {
   // What runs a command (init_client.h); for a wasm module's image, its host (wasm_backend.cc).
   // A function of the limits: the wasm host takes the memory limit on its command line.
   std::function<Entrypoint(const Limits&)> entrypoint;  // null: the shell
-  // The entrypoint ends a command with SIGKILL of itself when it reaches its memory cap (the
-  // wasm host's linear memory; a tool cannot cause that death any other way): resource_exceeded.
-  bool self_kill_is_memory_limit = false;
+  // The entrypoint is the wasm host (reference/wasm/wasm_host_main.c), whose deaths by signal
+  // say why (a module cannot raise a signal): SIGKILL of itself = its linear memory reached the
+  // cap (resource_exceeded, memory); SIGALRM = its in-engine deadline interrupted the instance
+  // (timeout); SIGXCPU = its in-engine CPU budget did (resource_exceeded, cpu).
+  bool wasm_host_signals = false;
 };
 
 // Defaults for zero limits (docs/limits.md).
@@ -48,7 +50,10 @@ struct NativeFlavor {
   // An argv command (ExecSpec::argv) becomes one command line of quoted words (the entrypoint
   // is not a program loader).
   bool quote_argv = false;
-  bool self_kill_is_memory_limit = false;  // InstanceConfig::self_kill_is_memory_limit
+  bool wasm_host_signals = false;  // InstanceConfig::wasm_host_signals
+  // A line put before every command (after the environment), from the command and the
+  // sandbox's limits: the wasm host's per-command settings (`#sbx-wasm deadline_ms=...`).
+  std::function<std::string(const ExecSpec&, const Limits&)> command_prefix;
 };
 StatusOr<std::unique_ptr<Sandbox>> CreateNativeSandbox(const BackendContext& ctx,
                                                       const std::string& id,
@@ -95,7 +100,7 @@ class Instance {
   std::string id_, sbdir_;
   Limits limits_;
   std::function<Entrypoint(const Limits&)> entrypoint_;  // InstanceConfig::entrypoint
-  bool self_kill_is_memory_limit_ = false;
+  bool wasm_host_signals_ = false;
   std::unique_ptr<host::Cgroup> cgroup_;
   std::unique_ptr<net::Attachment> net_;
   InitClient client_;  // sbx-init's control socket (backend/init_client.h)

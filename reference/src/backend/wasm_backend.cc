@@ -17,9 +17,13 @@
 //    and a create that asks for egress rules is refused (unsupported), never silently ignored.
 //  * Limits: memory = the linear memory's maximum (the limit less kHostReserveBytes, in 64 KiB
 //    pages) AND the cgroup: a memory.grow past it ends the run as resource_exceeded; CPU = the
-//    cgroup's quota (wasm2c 1.0.32 has no fuel or epoch counter: the quota is the hard cap, and
-//    the timeout SIGKILLs the instance's process); pids, disk, fds as native.
+//    cgroup's quota AND an in-engine CPU budget; time = an in-engine deadline AND the sandbox's
+//    SIGTERM/SIGKILL (wasm2c 1.0.32 has no fuel or epoch counter: the host traps the instance
+//    from a timer signal, deferred while a WASI import runs; CommandPrefix); pids, disk, fds as
+//    native.
 #include <unistd.h>
+
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -41,6 +45,19 @@ constexpr int64_t kMinPages = 16;
 // The module's linear-memory cap for a memory limit (RES-2).
 int64_t MaxPages(const Limits& l) {
   return std::max(kMinPages, (l.memory_bytes - kHostReserveBytes) / kPageBytes);
+}
+
+// The host's per-command settings (wasm_host_main.c): the in-engine deadline is the command's
+// timeout; the in-engine CPU budget is the CPU time the quota allows within that timeout, with
+// a margin (10 % + 100 ms), so that under a working cgroup quota the deadline always comes first
+// and the budget is a second wall, biting only where the quota does not (RES-1).
+std::string CommandPrefix(const ExecSpec& exec, const Limits& l) {
+  if (!(exec.timeout_s > 0)) return "#sbx-wasm deadline_ms=0 cpu_ms=0\n";
+  const double cores = l.cpu_millicores > 0 ? l.cpu_millicores / 1000.0
+                                            : static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
+  const auto deadline_ms = static_cast<uint64_t>(std::ceil(exec.timeout_s * 1000));
+  const auto cpu_ms = static_cast<uint64_t>(std::ceil(exec.timeout_s * 1000 * cores * 1.1)) + 100;
+  return fmt::format("#sbx-wasm deadline_ms={} cpu_ms={}\n", deadline_ms, cpu_ms);
 }
 
 Entrypoint HostEntrypoint(const Limits& l) {
@@ -74,8 +91,9 @@ class WasmBackend final : public Backend {
 
   std::string Implementation() const override {
     return "wasm2c ahead-of-time (wabt 1.0.32) with WASI preview 1 (sbx-wasm-host), inside the "
-           "native isolation; no sockets (egress denied by construction), no fuel: CPU by the "
-           "cgroup quota";
+           "native isolation; no sockets (egress denied by construction); CPU and time by the cgroup "
+           "quota and the timeout AND in-engine interruption (a deadline and a CPU budget trap "
+           "the instance)";
   }
 
   std::vector<std::string> Features() const override {
@@ -102,7 +120,8 @@ class WasmBackend final : public Backend {
     NativeFlavor flavor{.backend = "wasm",
                         .entrypoint = HostEntrypoint,
                         .quote_argv = true,
-                        .self_kill_is_memory_limit = true};
+                        .wasm_host_signals = true,
+                        .command_prefix = CommandPrefix};
     return CreateNativeSandbox(ctx_, id, s, image.rootfs_dir, std::move(flavor), timings, mode);
   }
 

@@ -7,9 +7,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -165,6 +167,91 @@ TEST_F(WasmHost, ATrapEndsTheRunWithItsReason) {
   EXPECT_NE(o.err.find("wasm: trap:"), std::string::npos) << o.err;
   o = Run("no-such-tool");
   EXPECT_TRUE(Exited(o, 127)) << o.Describe();
+}
+
+// In-engine interruption (wasm_host_main.c): the deadline, the CPU budget and SIGTERM trap the
+// running instance; the host says why and dies by the signal that tells the backend.
+bool KilledBy(const RunOutput& o, int sig) { return WIFSIGNALED(o.status) && WTERMSIG(o.status) == sig; }
+
+TEST_F(WasmHost, TheDeadlineInterruptsAnEndlessLoopInTheEngine) {
+  auto o = Run("spin", {"--deadline-ms", "200"});
+  EXPECT_TRUE(KilledBy(o, SIGALRM)) << o.Describe();
+  EXPECT_NE(o.err.find("wasm: interrupted: the deadline of 200 ms passed"), std::string::npos) << o.err;
+  // The backend's per-command line sets it too, and wins over the flag.
+  o = Run("#sbx-wasm deadline_ms=150 cpu_ms=0\nspin", {"--deadline-ms", "100000"});
+  EXPECT_TRUE(KilledBy(o, SIGALRM)) << o.Describe();
+  EXPECT_NE(o.err.find("deadline of 150 ms"), std::string::npos) << o.err;
+  // A command that ends in time is not touched.
+  o = Run("#sbx-wasm deadline_ms=20000 cpu_ms=20000\necho fine");
+  EXPECT_TRUE(Exited(o, 0)) << o.Describe();
+  EXPECT_EQ(o.out, "fine\n");
+}
+
+TEST_F(WasmHost, TheCpuBudgetInterruptsInTheEngineByCpuTime) {
+  struct rusage before{}, after{};
+  getrusage(RUSAGE_CHILDREN, &before);
+  auto o = Run("spin", {"--cpu-ms", "200"});
+  getrusage(RUSAGE_CHILDREN, &after);
+  EXPECT_TRUE(KilledBy(o, SIGXCPU)) << o.Describe();
+  EXPECT_NE(o.err.find("the CPU budget of 200 ms is spent"), std::string::npos) << o.err;
+  // Counted on the CPU clock: the child used at least the budget.
+  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  double cpu = secs(after.ru_utime) + secs(after.ru_stime) - secs(before.ru_utime) -
+               secs(before.ru_stime);
+  EXPECT_GE(cpu, 0.19);
+  // A sleeping module spends no CPU: the deadline, not the budget, ends it.
+  o = Run("sleep 30", {"--cpu-ms", "50", "--deadline-ms", "300"});
+  EXPECT_TRUE(KilledBy(o, SIGALRM)) << o.Describe();
+}
+
+TEST_F(WasmHost, AnInterruptionInsideAnImportWaitsForItsEndAndABlockingOneGivesUp) {
+  // `sleep 30` sits in poll_oneoff (a WASI import): the deadline is deferred to the import's
+  // end, and the import's sleep gives up at once, so the run ends at the deadline, not in 30 s.
+  auto t0 = std::chrono::steady_clock::now();
+  auto o = Run("sleep 30", {"--deadline-ms", "200"});
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(KilledBy(o, SIGALRM)) << o.Describe();
+  EXPECT_LT(s, 20) << "the sleep inside the import was not cut short";
+  // A module's own exit code is never read as an interruption: only a signal is.
+  o = Run("#sbx-wasm deadline_ms=20000 cpu_ms=0\nfalse");
+  EXPECT_TRUE(Exited(o, 1)) << o.Describe();
+}
+
+TEST_F(WasmHost, SigtermInterruptsTheRunningInstance) {
+  int out[2];
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(out[1], 2);
+    execl(host_.c_str(), host_.c_str(), "--dir", work_.c_str(), "-c", "spin say", nullptr);
+    _exit(127);
+  }
+  close(out[1]);
+  // Wait for the event (the loop has begun), never for time.
+  std::string seen;
+  char buf[64];
+  ssize_t n;
+  while (seen.find("spinning\n") == std::string::npos && (n = read(out[0], buf, sizeof buf)) > 0)
+    seen.append(buf, static_cast<size_t>(n));
+  ASSERT_EQ(seen, "spinning\n");
+  kill(pid, SIGTERM);
+  while ((n = read(out[0], buf, sizeof buf)) > 0) seen.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_NE(seen.find("wasm: interrupted: terminated"), std::string::npos) << seen;
+}
+
+TEST_F(WasmHost, ABadSettingsLineIsRefused) {
+  for (const char* bad : {"#sbx-wasm fuel=1\ntrue", "#sbx-wasm deadline_ms=ten\ntrue",
+                          "#sbx-wasm deadline_ms=-5x\ntrue"}) {
+    auto o = Run(bad);
+    EXPECT_TRUE(Exited(o, 127)) << bad << ": " << o.Describe();
+    EXPECT_NE(o.err.find("#sbx-wasm setting"), std::string::npos) << bad << ": " << o.err;
+  }
 }
 
 TEST_F(WasmHost, MeasuresItsOwnInstantiation) {

@@ -136,10 +136,25 @@ TEST_F(Wasm, MemoryPastTheLimitIsResourceExceededAndEndsTheSandbox) {
   ASSERT_TRUE(rt_->Destroy(id).ok());
 }
 
-TEST_F(Wasm, AnEndlessLoopMeetsTheTimeout) {
+TEST_F(Wasm, AnEndlessLoopMeetsTheTimeoutInsideTheEngine) {
   ExecResult r = Run("spin", {}, 0.5);
   EXPECT_EQ(r.status, ExecStatus::kTimeout) << r.reason;
   EXPECT_LT(r.seconds, 10);
+  // The instance was trapped by the host (its deadline or the runtime's SIGTERM, whichever came
+  // first), not only killed from outside: the host said so.
+  EXPECT_NE(r.stderr_tail.find("wasm: interrupted: "), std::string::npos) << r.stderr_tail;
+  EXPECT_NE(r.reason.find("interrupted in the engine"), std::string::npos) << r.reason;
+}
+
+TEST_F(Wasm, AnInterruptedInstanceLeavesTheSandboxUsable) {
+  auto id = Create();
+  ExecResult r = rt_->Exec(id, {.command = "sleep 30", .timeout_s = 0.3}).value();
+  EXPECT_EQ(r.status, ExecStatus::kTimeout) << r.reason;
+  EXPECT_LT(r.seconds, 10);
+  ExecResult next = Exec(id, "echo next");
+  EXPECT_EQ(next.status, ExecStatus::kOk) << next.reason;
+  EXPECT_EQ(next.stdout_tail, "next\n");
+  ASSERT_TRUE(rt_->Destroy(id).ok());
 }
 
 TEST_F(Wasm, TheCpuQuotaIsAHardCap) {
