@@ -143,7 +143,12 @@ int sbx_wasi_init(W* w, const char* preopen_path, const char* preopen_name) {
     w->fds[i].preopen = NULL;
     w->fds[i].fdflags = 0;
   }
-  int d = open(preopen_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int d0 = open(preopen_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d0 < 0) return -1;
+  /* Above 0-2 whatever is open now: a serving host opens it while 0-2 are closed, before the
+   * command's stdio arrives. */
+  int d = fcntl(d0, F_DUPFD_CLOEXEC, 3);
+  close(d0);
   if (d < 0) return -1;
   w->fds[3].host_fd = d;
   w->fds[3].is_dir = 1;

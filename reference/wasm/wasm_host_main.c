@@ -48,7 +48,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <setjmp.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,11 +93,37 @@ uint32_t __wrap_wasm_rt_grow_memory(wasm_rt_memory_t* m, uint32_t delta) {
   return __real_wasm_rt_grow_memory(m, delta);
 }
 
+/* Serving (--serve-fd): a command that cannot run ends that command, not the host. */
+static int g_serving = 0;
+static sigjmp_buf g_command_failed;
+enum { kFailedBase = 0x400 };
+
 static void Die(int code, const char* fmt, const char* arg) {
   fprintf(stderr, "wasm: ");
   fprintf(stderr, fmt, arg);
   fprintf(stderr, "\n");
+  fflush(stderr);
+  if (g_serving) siglongjmp(g_command_failed, kFailedBase + code);
   exit(code);
+}
+
+/* What one command allocates (its words, environment): freed when it ends, so a serving host
+ * does not grow with the commands it has run. */
+static void** g_arena = NULL;
+static size_t g_arena_len = 0, g_arena_cap = 0;
+static void* Alloc(size_t n) {
+  if (g_arena_len == g_arena_cap) {
+    g_arena_cap = g_arena_cap ? g_arena_cap * 2 : 64;
+    g_arena = realloc(g_arena, g_arena_cap * sizeof(void*));
+    if (!g_arena) abort();
+  }
+  void* m = calloc(1, n ? n : 1);
+  if (!m) abort();
+  return g_arena[g_arena_len++] = m;
+}
+static void FreeArena(void) {
+  for (size_t i = 0; i < g_arena_len; i++) free(g_arena[i]);
+  g_arena_len = 0;
 }
 
 /* Reads FD to EOF (the agent closes its end after the command). */
@@ -121,7 +151,7 @@ static char* Word(const char** p) {
     *p = s;
     return NULL;
   }
-  char* out = malloc(strlen(s) + 1);
+  char* out = Alloc(strlen(s) + 1);
   size_t n = 0;
   while (*s && *s != ' ' && *s != '\t' && *s != '\n') {
     if (*s == '\'') {
@@ -158,7 +188,7 @@ static char* ExportLine(const char* line, size_t len) {
   const char* eq = memchr(line, '=', len);
   if (!eq) return NULL;
   size_t name_len = (size_t)(eq - line);
-  char* out = malloc(len + 1);
+  char* out = Alloc(len + 1);
   memcpy(out, line, name_len + 1);
   size_t n = name_len + 1;
   const char* s = eq + 1;
@@ -231,7 +261,7 @@ static void OnInterrupt(int sig) {
   TrapInterrupted();
 }
 
-static void Arm(void) {
+static void InstallHandlers(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = OnInterrupt;
@@ -244,6 +274,10 @@ static void Arm(void) {
   sigaction(SIGPROF, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   sbx_wasi_on_interrupt = TrapInterrupted;
+}
+
+static void Arm(void) {
+  InstallHandlers();
   if (g_deadline_ms) {
     struct itimerval t = {{0, 0}, {(time_t)(g_deadline_ms / 1000), (suseconds_t)(g_deadline_ms % 1000) * 1000}};
     setitimer(ITIMER_REAL, &t, NULL);
@@ -254,8 +288,9 @@ static void Arm(void) {
   }
 }
 
-/* Says why, then dies by the signal that tells the backend what happened. */
-static void Interrupted(int sig) {
+/* Says why on the command's stderr; returns the signal that tells the backend what happened
+ * (SIGALRM: the deadline, SIGXCPU: the CPU budget, SIGTERM). */
+static int SayInterrupted(int sig) {
   char msg[200];
   int n = sig == SIGALRM ? snprintf(msg, sizeof msg,
                                     "wasm: interrupted: the deadline of %llu ms passed (in-engine "
@@ -268,7 +303,11 @@ static void Interrupted(int sig) {
                                       "timeout)\n");
   if (n > 0 && write(2, msg, (size_t)n) < 0) {
   }
-  int die = sig == SIGPROF ? SIGXCPU : sig;
+  return sig == SIGPROF ? SIGXCPU : sig;
+}
+
+/* One-shot: dies by that signal (a module cannot raise one). */
+static void Interrupted(int die) {
   struct rlimit none = {0, 0}; /* SIGXCPU would dump core */
   setrlimit(RLIMIT_CORE, &none);
   signal(die, SIG_DFL);
@@ -300,8 +339,176 @@ static void Directive(const char* line, size_t len) {
   }
 }
 
+/* One command's text: `export NAME='value'` lines, an optional `#sbx-wasm ...` line, the command
+ * line. Sets the instance's argv and environment (the base one this process has, then the
+ * exports); allocations go to the arena. */
+static void ParseCommand(const char* text) {
+  int envc = 0;
+  while (environ[envc]) envc++;
+  int exports = 0;
+  for (const char* q = text; strncmp(q, "export ", 7) == 0 && strchr(q, '\n'); q = strchr(q, '\n') + 1)
+    exports++;
+  char** envp = Alloc(((size_t)envc + (size_t)exports + 1) * sizeof(char*));
+  int en = 0;
+  for (int i = 0; i < envc; i++) envp[en++] = environ[i];
+  const char* p = text;
+  while (strncmp(p, "export ", 7) == 0) {
+    const char* nl = strchr(p, '\n');
+    if (!nl) break;
+    char* kv = ExportLine(p + 7, (size_t)(nl - p - 7));
+    if (kv) envp[en++] = kv;
+    p = nl + 1;
+  }
+  envp[en] = NULL;
+  if (strncmp(p, "#sbx-wasm ", 10) == 0) {
+    const char* nl = strchr(p, '\n');
+    size_t len = nl ? (size_t)(nl - p) : strlen(p);
+    Directive(p + 10, len - 10);
+    p += len + (nl ? 1 : 0);
+  }
+  char** args = Alloc((strlen(p) / 2 + 2) * sizeof(char*));
+  int an = 0;
+  char* w;
+  while ((w = Word(&p)) != NULL) args[an++] = w;
+  if (an == 0) Die(127, "%s", "empty command");
+  g_wasi.argc = an;
+  g_wasi.argv = args;
+  g_wasi.envc = en;
+  g_wasi.envp = envp;
+}
+
+/* proc_exit inside an import: back to the command's trap point with the code. */
+enum { kExitBase = 0x200 };
+static void OnProcExit(int code) {
+  g_running = 0;
+  WASM_RT_LONGJMP(wasm_rt_jmp_buf, kExitBase + (code & 0xff));
+}
+
+/* How a command ended: an exit code, or the signal of an interruption (SIGALRM, SIGPROF,
+ * SIGTERM). */
+typedef struct {
+  int signaled;
+  int value;
+} Outcome;
+
+/* Runs `_start` of the ready instance with the argv and environment set. */
+static Outcome RunStart(void) {
+  sbx_wasi_in_import = 0;
+  sbx_wasi_interrupt = 0;
+  g_why = 0;
+  sbx_wasi_on_exit = OnProcExit;
+  int trap = (int)wasm_rt_impl_try();
+  if (trap == WASM_RT_TRAP_NONE) {
+    g_running = 1;
+    Arm();
+    Z_moduleZ__start(&g_instance);
+    trap = kExitBase;
+  }
+  g_running = 0;
+  struct itimerval off = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_REAL, &off, NULL);
+  setitimer(ITIMER_PROF, &off, NULL);
+  sbx_wasi_in_import = 0; /* a jump out of an import skipped its scope's end */
+  sbx_wasi_interrupt = 0;
+  if (trap >= kExitBase) return (Outcome){0, trap - kExitBase};
+  if (trap > kInterruptTrapBase) return (Outcome){1, SayInterrupted(trap - kInterruptTrapBase)};
+  fprintf(stderr, "wasm: trap: %s\n", wasm_rt_strerror((wasm_rt_trap_t)trap));
+  fflush(stderr);
+  return (Outcome){0, 134};
+}
+
+/* A fresh instance on a fresh WASI table (the preopened directory opened again). */
+static void Instantiate(const char* dir) {
+  if (sbx_wasi_init(&g_wasi, dir, "/work") != 0) Die(126, "cannot open the preopened directory %s", dir);
+  Z_module_instantiate(&g_instance, &g_wasi);
+  g_wasi.memory = Z_moduleZ_memory(&g_instance);
+}
+
+/* ---- Serving (--serve-fd FD; docs/wasm.md "The serving host") ----
+ * One host per sandbox runs every command, each in a fresh instance made ahead of it, so a
+ * command costs no process start, exit or reap. FD is a SOCK_SEQPACKET socket; per command the
+ * runtime sends one packet, the command's text (as on --script-fd), with exactly three
+ * descriptors (SCM_RIGHTS): the command's stdin, stdout and stderr. The host answers one
+ * packet, struct {int32 signaled; int32 value} (value: the exit code, or the signal of an
+ * interruption), after it has closed the command's descriptors (so the runtime has seen their
+ * EOF first), then makes the next instance. EOF on FD: the host exits 0. A memory cap breach
+ * still ends the host (and the sandbox) by SIGKILL; anything else ends only the command. */
+static void CloseAllBut(int keep) {
+  if (syscall(SYS_close_range, 0u, (unsigned)keep - 1, 0u) != 0)
+    for (int f = 0; f < keep; f++) close(f);
+  if (syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u) != 0)
+    for (int f = keep + 1; f < 4096; f++) close(f);
+}
+
+static int Serve(int fd, const char* dir) {
+  /* Kept where it was given (>= 3: 0-2 are each command's), not moved up: the sandbox's
+   * RLIMIT_NOFILE may be small. */
+  if (fd < 3) Die(126, "%s", "--serve-fd must be 3 or above");
+  const int kServeFd = fd;
+  signal(SIGPIPE, SIG_IGN); /* a closed stdout is EPIPE to the module, not the host's death */
+  InstallHandlers(); /* a SIGTERM between commands is ignored (g_running is 0) */
+  g_serving = 1;
+  static char text[256 * 1024];
+  for (;;) {
+    CloseAllBut(kServeFd);
+    FreeArena();
+    g_deadline_ms = g_cpu_ms = 0;
+    int failed = sigsetjmp(g_command_failed, 1);
+    if (failed) _exit(failed - kFailedBase); /* cannot instantiate: nothing can be served */
+    Instantiate(dir); /* ahead of the command (POOL-8) */
+
+    char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+    struct iovec iov = {text, sizeof text - 1};
+    struct msghdr m;
+    memset(&m, 0, sizeof m);
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = cbuf;
+    m.msg_controllen = sizeof cbuf;
+    ssize_t n;
+    do n = recvmsg(kServeFd, &m, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0) return 0; /* the runtime closed its end */
+    int fds[4], nfds = 0;
+    for (struct cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      for (int j = 0; j < k && nfds < 4; j++) memcpy(&fds[nfds++], CMSG_DATA(c) + j * sizeof(int), sizeof(int));
+    }
+    Outcome o = {0, 127};
+    if (nfds != 3 || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+      /* Not the runtime's packet: nothing to report on, the descriptors are closed above. */
+      o.value = 126;
+    } else {
+      /* Out of the way of 0-2 first (they may have arrived as 0-2 in another order). */
+      int high[3];
+      for (int j = 0; j < 3; j++) high[j] = fcntl(fds[j], F_DUPFD_CLOEXEC, 3);
+      for (int j = 0; j < 3; j++) close(fds[j]);
+      for (int j = 0; j < 3; j++) {
+        dup2(high[j], j);
+        close(high[j]);
+      }
+      text[n] = 0;
+      failed = sigsetjmp(g_command_failed, 1);
+      if (!failed) {
+        ParseCommand(text);
+        o = RunStart();
+      } else {
+        o.value = failed - kFailedBase;
+      }
+    }
+    Z_module_free(&g_instance);
+    CloseAllBut(kServeFd); /* the command's stdio: its EOF reaches the runtime before the answer */
+    int32_t answer[2] = {o.signaled, o.value};
+    ssize_t w;
+    do w = send(kServeFd, answer, sizeof answer, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (w != (ssize_t)sizeof answer) return 0;
+  }
+}
+
 int main(int argc, char** argv) {
-  int script_fd = -1;
+  int script_fd = -1, serve_fd = -1;
   const char* command = NULL;
   const char* dir = "/work";
   int bench = 0;
@@ -312,6 +519,8 @@ int main(int argc, char** argv) {
       dir = argv[++i];
     } else if (strcmp(argv[i], "--script-fd") == 0 && i + 1 < argc) {
       script_fd = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--serve-fd") == 0 && i + 1 < argc) {
+      serve_fd = atoi(argv[++i]);
     } else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
       command = argv[++i];
     } else if (strcmp(argv[i], "--deadline-ms") == 0 && i + 1 < argc) {
@@ -321,64 +530,26 @@ int main(int argc, char** argv) {
     } else if (strcmp(argv[i], "--bench-instantiate") == 0 && i + 1 < argc) {
       bench = atoi(argv[++i]);
     } else {
-      Die(126, "usage: host [--max-pages N] [--dir DIR] (--script-fd FD | -c COMMAND): %s",
+      Die(126, "usage: host [--max-pages N] [--dir DIR] (--script-fd FD | --serve-fd FD | -c COMMAND): %s",
           argv[i]);
     }
   }
-  if (script_fd < 0 && !command && !bench)
-    Die(126, "%s", "no command (--script-fd FD or -c COMMAND)");
+  if (script_fd < 0 && serve_fd < 0 && !command && !bench)
+    Die(126, "%s", "no command (--script-fd FD, --serve-fd FD or -c COMMAND)");
 
-  /* Instantiate ahead of the command (POOL-8): a pre-spawned host has its instance ready. */
   wasm_rt_init();
   Z_module_init_module();
-  if (sbx_wasi_init(&g_wasi, dir, "/work") != 0) Die(126, "cannot open the preopened directory %s", dir);
-  if (bench) return BenchInstantiate(bench);
-  Z_module_instantiate(&g_instance, &g_wasi);
-  g_wasi.memory = Z_moduleZ_memory(&g_instance);
-
+  if (serve_fd >= 0) return Serve(serve_fd, dir);
+  if (bench) {
+    if (sbx_wasi_init(&g_wasi, dir, "/work") != 0) Die(126, "cannot open the preopened directory %s", dir);
+    return BenchInstantiate(bench);
+  }
+  /* Instantiate ahead of the command (POOL-8): a pre-spawned host has its instance ready. */
+  Instantiate(dir);
   char* text = command ? strdup(command) : ReadAll(script_fd);
   if (!command && !*text) exit(0); /* dropped before it got a command (init_client.h) */
-  /* The environment: the base one this process has, then the agent's exports. */
-  int envc = 0;
-  while (environ[envc]) envc++;
-  char** envp = calloc((size_t)envc + 64, sizeof(char*));
-  int en = 0;
-  for (int i = 0; i < envc; i++) envp[en++] = environ[i];
-  const char* p = text;
-  while (strncmp(p, "export ", 7) == 0) {
-    const char* nl = strchr(p, '\n');
-    if (!nl) break;
-    char* kv = ExportLine(p + 7, (size_t)(nl - p - 7));
-    if (kv && en < envc + 63) envp[en++] = kv;
-    p = nl + 1;
-  }
-  envp[en] = NULL;
-  if (strncmp(p, "#sbx-wasm ", 10) == 0) {
-    const char* nl = strchr(p, '\n');
-    size_t len = nl ? (size_t)(nl - p) : strlen(p);
-    Directive(p + 10, len - 10);
-    p += len + (nl ? 1 : 0);
-  }
-  char** args = calloc(strlen(p) / 2 + 2, sizeof(char*));
-  int an = 0;
-  char* w;
-  while ((w = Word(&p)) != NULL) args[an++] = w;
-  if (an == 0) Die(127, "%s", "empty command");
-  g_wasi.argc = an;
-  g_wasi.argv = args;
-  g_wasi.envc = en;
-  g_wasi.envp = envp;
-
-  int trap = (int)wasm_rt_impl_try();
-  if (trap == WASM_RT_TRAP_NONE) {
-    g_running = 1;
-    Arm();
-    Z_moduleZ__start(&g_instance);
-    g_running = 0;
-    exit(0);
-  }
-  g_running = 0;
-  if (trap > kInterruptTrapBase) Interrupted(trap - kInterruptTrapBase);
-  fprintf(stderr, "wasm: trap: %s\n", wasm_rt_strerror((wasm_rt_trap_t)trap));
-  exit(134);
+  ParseCommand(text);
+  Outcome o = RunStart();
+  if (o.signaled) Interrupted(o.value);
+  exit(o.value);
 }

@@ -204,10 +204,15 @@ sbx::StatusOr<json> Revert(Session& s, const std::string& backend, int64_t round
   for (int64_t i = 0; i < rounds && !Interrupted(); ++i) {
     Progress("\r[%lld/%lld] %s: task, revert, first request   ", static_cast<long long>(i + 1),
              static_cast<long long>(rounds), Label(backend).c_str());
-    std::string task = fmt::format(
-        "mkdir -p /work/d{0} && echo task {0} > /work/d{0}/out && echo x > /work/f{0} && ls /work "
-        "| wc -l",
-        i + 1);
+    // A wasm sandbox runs a module's command, not a shell: the same task with the fixture
+    // module's tools (docs/wasm.md): a hidden file and a directory with a file left in /work.
+    std::string task =
+        backend == "wasm"
+            ? fmt::format("sbx-canary plant round{0}", i + 1)
+            : fmt::format(
+                  "mkdir -p /work/d{0} && echo task {0} > /work/d{0}/out && echo x > /work/f{0} "
+                  "&& ls /work | wc -l",
+                  i + 1);
     auto t = s.Exec(id, task, 30);
     if (!t.ok()) {
       failure = t.status();
@@ -220,7 +225,7 @@ sbx::StatusOr<json> Revert(Session& s, const std::string& backend, int64_t round
       failure = r.status();
       break;
     }
-    auto f = s.Exec(id, "find /work -mindepth 1 | wc -l", 30);
+    auto f = s.Exec(id, backend == "wasm" ? "count /work" : "find /work -mindepth 1 | wc -l", 30);
     if (!f.ok()) {
       failure = f.status();
       break;

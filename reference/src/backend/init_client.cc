@@ -65,6 +65,7 @@ InitClient::InitClient(host::UniqueFd ctl, uint32_t uid, uint32_t gid)
 
 void InitClient::Close() {
   pre_.reset();
+  server_.reset();
   inbox_.clear();
   ctl_.Reset();
 }
@@ -93,6 +94,15 @@ bool InitClient::Next(int timeout_ms, ip::Header* h) {
 }
 
 void InitClient::Dispatch(const ip::Header& h) {
+  if (server_ && h.id == server_->id) {
+    if (h.type == ip::kStarted) {
+      server_->started = true;
+      if (h.b != 0) server_->dead = true;
+    } else if (h.type == ip::kExited) {
+      server_->dead = true;
+    }
+    return;
+  }
   if (!pre_ || h.id != pre_->id) return;
   if (h.type == ip::kStarted) {
     pre_->started = true;
@@ -156,7 +166,7 @@ Entrypoint Entrypoint::Shell() { return {{"/bin/sh", "-c"}, {"/bin/sh", "-c", kP
 void InitClient::set_entrypoint(Entrypoint e) {
   if (e == entrypoint_) return;
   entrypoint_ = std::move(e);
-  if (pre_) {
+  if (pre_ || server_) {
     DropPrespawned();  // it is the old entrypoint
     Prespawn();
   }
@@ -171,7 +181,7 @@ void InitClient::EnablePrespawn(int64_t nofile) {
 void InitClient::set_nofile(int64_t nofile) {
   if (nofile == nofile_) return;
   nofile_ = nofile;
-  if (pre_) {
+  if (pre_ || server_) {
     DropPrespawned();  // it has the old RLIMIT_NOFILE
     Prespawn();
   }
@@ -180,15 +190,24 @@ void InitClient::set_nofile(int64_t nofile) {
 void InitClient::set_nproc(int64_t nproc) {
   if (nproc == nproc_) return;
   nproc_ = nproc;
-  if (pre_) {
+  if (pre_ || server_) {
     DropPrespawned();  // it has the old RLIMIT_NPROC
     Prespawn();
   }
 }
 
-void InitClient::DropPrespawned() { pre_.reset(); }  // its script pipe closes: EOF, it exits
+// Its script pipe (the serving host: its socket) closes: EOF, it exits.
+void InitClient::DropPrespawned() {
+  pre_.reset();
+  server_.reset();
+}
 
 void InitClient::WaitPrespawned(double timeout_s) {
+  while (valid() && server_ && !server_->started && !server_->dead) {
+    ip::Header h{};
+    if (!Next(static_cast<int>(timeout_s * 1000), &h)) return;
+    Dispatch(h);
+  }
   if (!valid() || !pre_) return;
   // Its answer may already be in the inbox.
   for (auto it = inbox_.begin(); it != inbox_.end() && pre_ && !pre_->started;) {
@@ -211,6 +230,19 @@ void InitClient::WaitPrespawned(double timeout_s) {
 }
 
 Status InitClient::DropPrespawnedAndWait(double timeout_s) {
+  if (server_) {
+    const uint32_t id = server_->id;
+    server_->sock.Reset();  // EOF: it exits
+    while (!server_->dead) {
+      ip::Header h{};
+      if (!Next(static_cast<int>(timeout_s * 1000), &h)) {
+        broken_ = true;
+        return Status(Code::kToolError, "the serving host did not exit");
+      }
+      if (h.id == id) Dispatch(h);
+    }
+    server_.reset();
+  }
   if (!pre_) return Status::Ok();
   const uint32_t id = pre_->id;
   bool started = pre_->started, dead = pre_->dead;
@@ -243,7 +275,12 @@ Status InitClient::DropPrespawnedAndWait(double timeout_s) {
 // Forks and execs the next command's shell ahead of time; it blocks reading fd 3. Nothing waits
 // for the agent's answer here: it is picked up by the next Start (or Dispatch) from the inbox.
 void InitClient::Prespawn() {
-  if (!prespawn_ || !valid() || pre_) return;
+  if (!prespawn_ || !valid()) return;
+  if (!entrypoint_.serving.empty()) {
+    if (!serving_alive()) SpawnServer();
+    return;
+  }
+  if (pre_) return;
   auto in = MakePipe();
   auto out = MakePipe();
   auto err = MakePipe();
@@ -261,6 +298,45 @@ void InitClient::Prespawn() {
   pre_->in_w = std::move(in->w);
   pre_->out_r = std::move(out->r);
   pre_->err_r = std::move(err->r);
+}
+
+// Starts the serving host: its socket is its fd 3 (and, until its first command, 0-2 too: it
+// closes every descriptor but the socket). Nothing waits for the agent's answer here.
+void InitClient::SpawnServer() {
+  server_.reset();
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return;
+  host::UniqueFd mine(sv[0]), theirs(sv[1]);
+  uint32_t id = next_id_++;
+  if (!SendExec(id, entrypoint_.serving, AgentBaseEnv(),
+                {theirs.get(), theirs.get(), theirs.get(), theirs.get()})
+           .ok()) {
+    return;
+  }
+  server_.emplace();
+  server_->id = id;
+  server_->sock = std::move(mine);
+}
+
+WatchSource InitClient::ServedSource(bool* exited, int* wait_status) {
+  return {server_ ? server_->sock.get() : -1, POLLIN,
+          [this, exited, wait_status](short revents) -> Status {
+            if (!server_) return Status::Ok();
+            int32_t answer[2] = {0, 0};
+            ssize_t n = (revents & (POLLIN | POLLHUP | POLLERR))
+                            ? recv(server_->sock.get(), answer, sizeof answer, MSG_DONTWAIT)
+                            : -1;
+            if (n == static_cast<ssize_t>(sizeof answer) && answer[1] >= 0 && answer[1] < 256) {
+              *exited = true;
+              *wait_status = answer[0] ? (answer[1] & 0x7f) : (answer[1] << 8);
+            } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
+                       (n > 0 && n != static_cast<ssize_t>(sizeof answer))) {
+              // Gone (or not speaking the protocol): its kExited says how it ended.
+              server_->dead = true;
+              server_->sock.Reset();
+            }
+            return Status::Ok();
+          }};
 }
 
 StatusOr<InitClient::Started> InitClient::Start(const ExecSpec& exec,
@@ -287,6 +363,69 @@ StatusOr<InitClient::Started> InitClient::Start(const ExecSpec& exec,
   }
   if (pre_ && pre_->dead) pre_.reset();
   use_pre = use_pre && pre_;
+
+  // The serving host takes the same commands a pre-spawned process would.
+  bool use_server = serving_alive() && exec.argv.empty() && exec.stdin_data.empty() &&
+                    std::all_of(env.begin(), env.end(),
+                                [](const auto& kv) { return ShellIdentifier(kv.first); });
+  while (use_server && !server_->started && !server_->dead) {
+    ip::Header h{};
+    if (!Next(10000, &h)) {
+      broken_ = true;
+      zero_env();
+      return Status(Code::kToolError, "sandbox init did not start the serving host");
+    }
+    Dispatch(h);
+  }
+  if (use_server && server_->dead) use_server = false;  // the one-shot path below
+  if (use_server) {
+    std::string script;
+    const auto& base = AgentBaseEnv();
+    for (const auto& [k, v] : env) {
+      auto b = base.find(k);
+      if (b == base.end() || b->second != v) script += "export " + k + "=" + ShellQuote(v) + "\n";
+    }
+    script += exec.command;
+    if (script.size() > ip::kMaxPacket) {
+      zero_env();
+      explicit_bzero(script.data(), script.size());
+      return InvalidArgument(fmt::format("command and environment too large ({} bytes, max {})",
+                                         script.size(), ip::kMaxPacket));
+    }
+    auto in = MakePipe();
+    auto out = MakePipe();
+    auto err = MakePipe();
+    if (!in.ok() || !out.ok() || !err.ok()) {
+      zero_env();
+      explicit_bzero(script.data(), script.size());
+      return ErrnoStatus("pipe");
+    }
+    int fds[3] = {in->r.get(), out->w.get(), err->w.get()};
+    char cbuf[CMSG_SPACE(sizeof fds)] = {};
+    struct iovec iov = {script.data(), script.size()};
+    struct msghdr m {};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = cbuf;
+    m.msg_controllen = sizeof cbuf;
+    struct cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof fds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+    ssize_t sent = sendmsg(server_->sock.get(), &m, MSG_NOSIGNAL);
+    explicit_bzero(script.data(), script.size());  // LC-8: it may carry secrets
+    if (sent == static_cast<ssize_t>(script.size())) {
+      zero_env();
+      s.id = server_->id;
+      s.served = true;
+      s.pipes = {std::move(in->w), std::move(out->r), std::move(err->r)};
+      return s;
+    }
+    // It died before its kExited reached us: the command runs as a process of its own (the
+    // next Prespawn starts a new host).
+    server_->dead = true;
+  }
 
   if (use_pre) {
     // The shell is already running: hand it its script (environment first) and let it go.
@@ -381,6 +520,7 @@ void InitClient::SignalAll(int sig) {
 Status InitClient::Reset() {
   if (!valid()) return FailedPrecondition("sandbox init is gone");
   pre_.reset();
+  server_.reset();
   ip::Header h{ip::kReset, next_id_++, 0, 0};
   if (send(ctl_.get(), &h, sizeof h, MSG_NOSIGNAL) < 0) {
     broken_ = true;

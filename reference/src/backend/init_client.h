@@ -36,6 +36,12 @@ struct Entrypoint {
   // The argv of a pre-spawned process that reads its text on fd 3 up to EOF, then runs it; it
   // must exit quietly when the text is empty (it was dropped).
   std::vector<std::string> waiting;
+  // The argv of a persistent host that runs EVERY command itself (the wasm host's --serve-fd 3:
+  // reference/wasm/wasm_host_main.c "Serving"): one per sandbox, started where a pre-spawned
+  // process would be; per command it gets the same text and the command's stdin, stdout and
+  // stderr over a SOCK_SEQPACKET socket on fd 3, and answers {int32 signaled; int32 value}.
+  // Empty: none (every command is a process of its own).
+  std::vector<std::string> serving;
   // A shell (every image but a wasm module's: backend/wasm_backend.cc).
   static Entrypoint Shell();
   bool operator==(const Entrypoint&) const = default;
@@ -83,6 +89,7 @@ class InitClient {
     uint32_t id = 0;
     CommandPipes pipes;
     int exec_errno = 0;  // the command could not be executed (no pipes then)
+    bool served = false;  // run by the serving host (id is the host's): watch ServedSource too
   };
   // LC-4: starts one command (the pre-spawned shell if it can take it). env is the whole
   // environment, secrets included: every buffer that held it is zeroed here (LC-8).
@@ -90,6 +97,12 @@ class InitClient {
 
   // For CommandWatch: learns the exit of command `id` (kExited) from the socket.
   WatchSource ExitSource(uint32_t id, bool* exited, int* wait_status);
+  // For CommandWatch, a served command: the serving host's answer, as a wait status (an exit
+  // code, or the signal of an in-engine interruption). At EOF the host is gone and its own
+  // kExited (ExitSource with Started::id) tells how it died.
+  WatchSource ServedSource(bool* exited, int* wait_status);
+  // The serving host is running (it answered its last command, or has not had one yet).
+  bool serving_alive() const { return server_ && !server_->dead; }
 
   // kill(-1, sig) from PID 1: every process of the sandbox's PID namespace but the agent.
   void SignalAll(int sig);
@@ -102,6 +115,15 @@ class InitClient {
   void Dispatch(const initproto::Header& h);
   Status SendExec(uint32_t id, const std::vector<std::string>& argv,
                   const std::map<std::string, std::string>& env, const std::vector<int>& fds);
+
+  void SpawnServer();
+  // The persistent host (Entrypoint::serving) and the runtime's end of its socket.
+  struct Server {
+    uint32_t id = 0;
+    host::UniqueFd sock;
+    bool started = false, dead = false;
+  };
+  std::optional<Server> server_;
 
   // A shell that waits on fd 3 for its script.
   struct Prespawned {

@@ -234,16 +234,25 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
   bool exited = false;
   int wait_status = 0;
   // The exit comes from sbx-init, as a message on the control socket.
+  // A served command (the wasm host runs it in a fresh instance): the host's answer, or, if it
+  // died, its exit from sbx-init.
+  const bool served = started->served;
   Status watched = watch.Run(
-      [&] { return std::vector<WatchSource>{client_.ExitSource(exec_id, &exited, &wait_status)}; },
+      [&] {
+        std::vector<WatchSource> v{client_.ExitSource(exec_id, &exited, &wait_status)};
+        if (served && client_.serving_alive()) v.push_back(client_.ServedSource(&exited, &wait_status));
+        return v;
+      },
       [&] { return exited; });
   if (!watched.ok()) {
     if (client_.broken()) crashed_ = true;
     return watched;
   }
-  if (watch.timed_out()) {
+  if (watch.timed_out() && !(served && client_.serving_alive())) {
     // RES-5: the main process is gone, but what it started got only SIGTERM. Give it the rest
-    // of the grace period, then SIGKILL everything, and wait until the cgroup is empty.
+    // of the grace period, then SIGKILL everything, and wait until the cgroup is empty. (A
+    // serving host that answered has trapped its instance: a module starts no process, and the
+    // host stays for the next command.)
     while (Clock::now() < watch.grace_end() && !cgroup_->Empty()) usleep(2000);
     SignalAll(SIGKILL);
     (void)cgroup_->KillAll(2.0);

@@ -62,7 +62,9 @@ std::string CommandPrefix(const ExecSpec& exec, const Limits& l) {
 
 Entrypoint HostEntrypoint(const Limits& l) {
   std::string pages = std::to_string(MaxPages(l));
-  return {{kHost, "--max-pages", pages, "-c"}, {kHost, "--max-pages", pages, "--script-fd", "3"}};
+  return {.run = {kHost, "--max-pages", pages, "-c"},
+          .waiting = {kHost, "--max-pages", pages, "--script-fd", "3"},
+          .serving = {kHost, "--max-pages", pages, "--serve-fd", "3"}};
 }
 
 class WasmBackend final : public Backend {

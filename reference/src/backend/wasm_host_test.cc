@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -252,6 +254,233 @@ TEST_F(WasmHost, ABadSettingsLineIsRefused) {
     EXPECT_TRUE(Exited(o, 127)) << bad << ": " << o.Describe();
     EXPECT_NE(o.err.find("#sbx-wasm setting"), std::string::npos) << bad << ": " << o.err;
   }
+}
+
+// The serving host (--serve-fd): one process runs every command in a fresh instance, over the
+// protocol of wasm_host_main.c "Serving", spoken here as the runtime's InitClient speaks it.
+class ServingHost : public WasmHost {
+ protected:
+  void SetUp() override {
+    WasmHost::SetUp();
+    if (IsSkipped() || HasFailure()) return;
+    Start({});
+  }
+  void TearDown() override {
+    Stop();
+    WasmHost::TearDown();
+  }
+  void Start(std::vector<std::string> extra) {
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    pid_ = fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      dup2(sv[1], 3);
+      std::vector<std::string> args = {host_, "--dir", work_, "--serve-fd", "3"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(host_.c_str(), argv.data());
+      _exit(127);
+    }
+    close(sv[1]);
+    sock_ = sv[0];
+  }
+  // The host's end: EOF, it exits 0 (or has died already); its wait status.
+  int Stop() {
+    if (sock_ >= 0) close(sock_);
+    sock_ = -1;
+    int status = -1;
+    if (pid_ > 0) waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+  struct Served {
+    bool answered = false;
+    int signaled = 0, value = -1;
+    std::string out, err;
+  };
+  // Sends one command with fresh stdio pipes (nfds of them: 3 is the protocol) and reads its
+  // output to EOF, then the answer.
+  Served Serve(const std::string& text, int nfds = 3) {
+    Served r;
+    int in[2], out[2], err[2];
+    EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
+    EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
+    EXPECT_EQ(pipe2(err, O_CLOEXEC), 0);
+    int fds[3] = {in[0], out[1], err[1]};
+    char cbuf[CMSG_SPACE(sizeof fds)] = {};
+    struct iovec iov = {const_cast<char*>(text.data()), text.size()};
+    struct msghdr m {};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    if (nfds > 0) {
+      m.msg_control = cbuf;
+      m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+      struct cmsghdr* c = CMSG_FIRSTHDR(&m);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+      memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    EXPECT_EQ(sendmsg(sock_, &m, MSG_NOSIGNAL), static_cast<ssize_t>(text.size()));
+    close(in[0]);
+    close(in[1]);
+    close(out[1]);
+    close(err[1]);
+    ReadToEof(out[0], &r.out);
+    ReadToEof(err[0], &r.err);
+    int32_t answer[2];
+    ssize_t n = recv(sock_, answer, sizeof answer, 0);
+    if (n == static_cast<ssize_t>(sizeof answer)) {
+      r.answered = true;
+      r.signaled = answer[0];
+      r.value = answer[1];
+    }
+    return r;
+  }
+  static void ReadToEof(int fd, std::string* to) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) to->append(buf, static_cast<size_t>(n));
+    close(fd);
+  }
+  // The host's descriptors once it waits for the next command (its next instance made): it is
+  // then blocked in recvmsg, which /proc/PID/syscall shows (bounded wait for that state).
+  int OpenFds() const {
+    const std::string sys = "/proc/" + std::to_string(pid_) + "/syscall";
+    for (int i = 0; i < 10000; ++i) {
+      std::ifstream in(sys);
+      long nr = -1;
+      in >> nr;
+      if (nr == SYS_recvmsg) break;
+      usleep(1000);
+    }
+    int n = 0;
+    for ([[maybe_unused]] auto& e : fs::directory_iterator("/proc/" + std::to_string(pid_) + "/fd")) n++;
+    return n;
+  }
+
+  pid_t pid_ = -1;
+  int sock_ = -1;
+};
+
+TEST_F(ServingHost, RunsEveryCommandInAFreshInstanceOfOneProcess) {
+  auto r = Serve("echo one 'two words'");
+  ASSERT_TRUE(r.answered);
+  EXPECT_EQ(r.signaled, 0);
+  EXPECT_EQ(r.value, 0);
+  EXPECT_EQ(r.out, "one two words\n");
+  r = Serve("false");
+  EXPECT_TRUE(r.answered && r.signaled == 0 && r.value == 1) << r.value;
+  // Fresh linear memory each time: a grow of 10 pages starts from the initial size again.
+  auto first = Serve("grow 10"), second = Serve("grow 10");
+  EXPECT_EQ(first.value, 0);
+  EXPECT_EQ(first.out, second.out);
+  EXPECT_NE(first.out, "-1\n");
+  // /work is the sandbox's: what one command writes, the next reads.
+  EXPECT_EQ(Serve("write /work/kept 3").value, 0);
+  EXPECT_EQ(Serve("cat /work/kept").out, "xxx");
+}
+
+TEST_F(ServingHost, OneCommandsEnvironmentDoesNotReachTheNext) {
+  auto r = Serve("export SECRET_TOKEN='s3'\nenv");
+  EXPECT_NE(r.out.find("SECRET_TOKEN=s3\n"), std::string::npos) << r.out;
+  r = Serve("env");
+  EXPECT_EQ(r.out.find("SECRET_TOKEN"), std::string::npos) << r.out;
+}
+
+TEST_F(ServingHost, AnInterruptionEndsTheCommandAndTheHostServesTheNext) {
+  auto r = Serve("#sbx-wasm deadline_ms=150 cpu_ms=0\nspin");
+  EXPECT_TRUE(r.answered && r.signaled == 1 && r.value == SIGALRM) << r.signaled << " " << r.value;
+  EXPECT_NE(r.err.find("deadline of 150 ms"), std::string::npos) << r.err;
+  r = Serve("#sbx-wasm deadline_ms=0 cpu_ms=150\nspin");
+  EXPECT_TRUE(r.answered && r.signaled == 1 && r.value == SIGXCPU) << r.signaled << " " << r.value;
+  // A deadline armed for one command is not left armed for the next.
+  r = Serve("#sbx-wasm deadline_ms=100000 cpu_ms=0\nsleep 0.3");
+  EXPECT_TRUE(r.answered && r.signaled == 0 && r.value == 0) << r.err;
+  EXPECT_EQ(Serve("echo after").out, "after\n");
+}
+
+TEST_F(ServingHost, SigtermInterruptsTheCommandNotTheHost) {
+  int in[2], out[2], err[2];
+  ASSERT_EQ(pipe2(in, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(err, O_CLOEXEC), 0);
+  int fds[3] = {in[0], out[1], err[1]};
+  std::string text = "spin say";
+  char cbuf[CMSG_SPACE(sizeof fds)] = {};
+  struct iovec iov = {text.data(), text.size()};
+  struct msghdr m {};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = cbuf;
+  m.msg_controllen = sizeof cbuf;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  memcpy(CMSG_DATA(c), fds, sizeof fds);
+  ASSERT_EQ(sendmsg(sock_, &m, MSG_NOSIGNAL), static_cast<ssize_t>(text.size()));
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  std::string seen;
+  char buf[64];
+  ssize_t n;
+  while (seen.find("spinning\n") == std::string::npos && (n = read(out[0], buf, sizeof buf)) > 0)
+    seen.append(buf, static_cast<size_t>(n));
+  ASSERT_EQ(seen, "spinning\n");
+  kill(pid_, SIGTERM);
+  std::string err_text;
+  ReadToEof(err[0], &err_text);
+  close(out[0]);
+  close(in[1]);
+  int32_t answer[2] = {0, 0};
+  ASSERT_EQ(recv(sock_, answer, sizeof answer, 0), static_cast<ssize_t>(sizeof answer));
+  EXPECT_EQ(answer[0], 1);
+  EXPECT_EQ(answer[1], SIGTERM);
+  EXPECT_NE(err_text.find("wasm: interrupted: terminated"), std::string::npos) << err_text;
+  EXPECT_EQ(Serve("echo still here").out, "still here\n");
+}
+
+TEST_F(ServingHost, ABadCommandOrPacketEndsOnlyThatCommand) {
+  auto r = Serve("echo a | cat");
+  EXPECT_TRUE(r.answered && r.value == 127) << r.value;
+  EXPECT_NE(r.err.find("not a shell"), std::string::npos) << r.err;
+  r = Serve("#sbx-wasm fuel=1\ntrue");
+  EXPECT_TRUE(r.answered && r.value == 127) << r.value;
+  r = Serve("trap");
+  EXPECT_TRUE(r.answered && r.value == 134) << r.value;
+  // A packet without the three descriptors is not the runtime's: 126, nothing runs.
+  r = Serve("write /work/never 1", 0);
+  EXPECT_TRUE(r.answered && r.value == 126) << r.value;
+  r = Serve("write /work/never 1", 2);
+  EXPECT_TRUE(r.answered && r.value == 126) << r.value;
+  EXPECT_FALSE(fs::exists(work_ + "/never"));
+  EXPECT_EQ(Serve("echo ok").out, "ok\n");
+}
+
+TEST_F(ServingHost, NothingAccumulatesAcrossCommands) {
+  ASSERT_EQ(Serve("true").value, 0);
+  const int fds = OpenFds();
+  for (int i = 0; i < 100; ++i) {
+    auto r = Serve(i % 2 ? "ls /work" : "write /work/f 10");
+    ASSERT_TRUE(r.answered && r.value == 0) << i << ": " << r.err;
+  }
+  EXPECT_EQ(OpenFds(), fds);
+}
+
+TEST_F(ServingHost, TheMemoryCapEndsTheHostAndEofEndsItQuietly) {
+  EXPECT_EQ(Stop(), 0) << "EOF on its socket: exit 0";
+  Start({"--max-pages", "100"});
+  auto r = Serve("sbx-memhog 20");
+  EXPECT_FALSE(r.answered);
+  EXPECT_NE(r.err.find("memory limit"), std::string::npos) << r.err;
+  int status = Stop();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
 }
 
 TEST_F(WasmHost, MeasuresItsOwnInstantiation) {

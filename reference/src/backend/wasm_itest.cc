@@ -157,6 +157,36 @@ TEST_F(Wasm, AnInterruptedInstanceLeavesTheSandboxUsable) {
   ASSERT_TRUE(rt_->Destroy(id).ok());
 }
 
+// Every command runs in the sandbox's one serving host, each in a fresh instance: what one
+// command is given never reaches the next, and a command the host cannot take (an environment
+// name no shell could export) still runs, as a process of its own.
+TEST_F(Wasm, ServedCommandsShareNothingButWork) {
+  auto id = Create();
+  auto r = rt_->Exec(id, {.command = "env", .env = {{"ONLY_FIRST", "1"}}, .timeout_s = 30});
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(r->stdout_tail.find("ONLY_FIRST=1"), std::string::npos) << r->stdout_tail;
+  EXPECT_EQ(Exec(id, "env").stdout_tail.find("ONLY_FIRST"), std::string::npos);
+  r = rt_->Exec(id, {.command = "env", .env = {{"not-an-identifier", "2"}}, .timeout_s = 30});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, ExecStatus::kOk) << r->reason;
+  EXPECT_NE(r->stdout_tail.find("not-an-identifier=2"), std::string::npos) << r->stdout_tail;
+  // A small RLIMIT_NOFILE (the limits scenario's sandboxes have one) still leaves the host
+  // room for its socket, /work and the command's stdio.
+  auto small = Create({.fds = 8});
+  ExecResult few = Exec(small, "echo few");
+  EXPECT_EQ(few.status, ExecStatus::kOk) << few.reason;
+  EXPECT_EQ(few.stdout_tail, "few\n");
+  ASSERT_TRUE(rt_->Destroy(small).ok());
+  for (int i = 0; i < 200; ++i) {
+    ExecResult w = Exec(id, i % 2 ? "count" : "write /work/f" + std::to_string(i) + " 1");
+    ASSERT_EQ(w.status, ExecStatus::kOk) << i << ": " << w.reason;
+    if (i % 2) {
+      ASSERT_EQ(w.stdout_tail, std::to_string(i / 2 + 1) + "\n") << i;
+    }
+  }
+  ASSERT_TRUE(rt_->Destroy(id).ok());
+}
+
 TEST_F(Wasm, TheCpuQuotaIsAHardCap) {
   auto cap = testing_cpu::MeasureCpuCap([&](int64_t mc) {
     return Run("sbx-cpu -n 800", {.cpu_millicores = mc}, 120);  // ~0.9 s at 1000m
