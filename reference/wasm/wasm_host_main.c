@@ -50,6 +50,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -91,6 +92,18 @@ void __wrap_wasm_rt_allocate_memory(wasm_rt_memory_t* m, uint32_t initial, uint3
 uint32_t __wrap_wasm_rt_grow_memory(wasm_rt_memory_t* m, uint32_t delta) {
   if ((uint64_t)m->pages + delta > g_max_pages) LimitBreached("growing to", (uint64_t)m->pages + delta);
   return __real_wasm_rt_grow_memory(m, delta);
+}
+
+/* wabt 1.0.32's wasm_rt_free_memory unmaps only the pages in use (memory->size) of the 8 GiB it
+ * reserved (wasm-rt-impl.c, WASM_RT_MEMCHECK_GUARD_PAGES): the rest of the reservation stayed
+ * mapped, 8 GiB of address space lost per instance, which a serving host that makes an
+ * instance per command would run out of after ~16,000 commands. Unmap the whole reservation. */
+#define SBX_WASM_RESERVATION 0x200000000ul /* what wasm_rt_allocate_memory reserves */
+void __wrap_wasm_rt_free_memory(wasm_rt_memory_t* m) {
+  if (m->data && munmap(m->data, SBX_WASM_RESERVATION) != 0) abort();
+  m->data = NULL;
+  m->size = 0;
+  m->pages = 0;
 }
 
 /* Serving (--serve-fd): a command that cannot run ends that command, not the host. */
