@@ -89,7 +89,8 @@ sbx::StatusOr<json> Throttle(Session& s, const std::string& backend, const Throt
     for (int64_t th : o.threads) {
       std::vector<double> wall, cores, inside, host_cpu, ratio;
       json runs = json::array();
-      for (int64_t r = 0; r < o.runs && !Interrupted(); ++r) {
+      int64_t ran_threads = th;  // what the tool says it ran (a WASI module runs one)
+      for (int64_t r = 0; r < o.runs && !Interrupted() && ran_threads == th; ++r) {
         Progress("\r[%d/%d] %s: %lld millicores, %lld thread(s), run %lld   ", ++done, total,
                  Label(backend).c_str(), static_cast<long long>(mc), static_cast<long long>(th),
                  static_cast<long long>(r + 1));
@@ -109,6 +110,8 @@ sbx::StatusOr<json> Throttle(Session& s, const std::string& backend, const Throt
                           cmd, t->a.status, t->a.exit_code, t->a.stdout_text.substr(0, 200),
                           t->a.stderr_text.substr(0, 200)));
         }
+        ran_threads = std::stoll(m[3]);
+        if (ran_threads != th) break;  // the row would not measure what it says
         double in_cpu = std::stod(m[2]);
         double host = UsageCpu(t->a);
         wall.push_back(t->wall);
@@ -124,6 +127,15 @@ sbx::StatusOr<json> Throttle(Session& s, const std::string& backend, const Throt
                         {"cpu_host_s", host > 0 ? json(host) : json(nullptr)},
                         {"reported_seconds", t->a.seconds},
                         {"command", cmd}});
+      }
+      if (ran_threads != th) {
+        const std::string why = fmt::format(
+            "skipped: the target's sbx-cpu ran {} thread(s), not {}{}", ran_threads, th,
+            backend == "wasm" ? " (a WASI module has no threads)" : "");
+        table += fmt::format("| {} | {} | {} | | | | |\n", mc, th, why);
+        rows.push_back({{"millicores", mc}, {"threads", th}, {"skip", why}});
+        done += static_cast<int>(o.runs) - 1;
+        continue;
       }
       if (mc == o.millicores.front()) base_wall[th] = Mean(wall);
       double rel = base_wall[th] > 0 ? Mean(wall) / base_wall[th] : 0;
@@ -153,11 +165,14 @@ sbx::StatusOr<json> Throttle(Session& s, const std::string& backend, const Throt
     BarSeries w{fmt::format("{} thread{}: wall s", th, th == 1 ? "" : "s"), {}, {}, {}};
     BarSeries host{fmt::format("{}T host CPU s (cgroup)", th), {}, {}, {}};
     BarSeries in{fmt::format("{}T CPU s read inside", th), {}, {}, {}};
+    bool measured = false;
     for (const auto& r : rows) {
       if (r["threads"] != th) continue;
-      auto v = r["wall_s"].get<std::vector<double>>();
-      auto h = r["cpu_host_s"].get<std::vector<double>>();
-      auto i = r["cpu_inside_s"].get<std::vector<double>>();
+      const bool skip = r.contains("skip");  // an empty bar
+      measured = measured || !skip;
+      auto v = skip ? std::vector<double>{} : r["wall_s"].get<std::vector<double>>();
+      auto h = skip ? std::vector<double>{} : r["cpu_host_s"].get<std::vector<double>>();
+      auto i = skip ? std::vector<double>{} : r["cpu_inside_s"].get<std::vector<double>>();
       auto add = [](BarSeries& b, const std::vector<double>& x) {
         b.value.push_back(Mean(x));
         b.lo.push_back(x.empty() ? 0 : *std::min_element(x.begin(), x.end()));
@@ -167,6 +182,7 @@ sbx::StatusOr<json> Throttle(Session& s, const std::string& backend, const Throt
       add(host, h);
       add(in, i);
     }
+    if (!measured) continue;  // not a series at all (every row skipped)
     walls.push_back(w);
     cpu.push_back(host);
     cpu.push_back(in);
