@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "backend/oci_spawn.h"
 
@@ -302,10 +303,9 @@ class ServingHost : public WasmHost {
     int signaled = 0, value = -1;
     std::string out, err;
   };
-  // Sends one command with fresh stdio pipes (nfds of them: 3 is the protocol) and reads its
-  // output to EOF, then the answer.
-  Served Serve(const std::string& text, int nfds = 3) {
-    Served r;
+  // Sends one command with fresh stdio pipes (nfds of them: 3 is the protocol); returns the
+  // read ends of its stdout and stderr.
+  std::pair<int, int> Send(const std::string& text, int nfds = 3) {
     int in[2], out[2], err[2];
     EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
@@ -326,12 +326,14 @@ class ServingHost : public WasmHost {
       memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
     }
     EXPECT_EQ(sendmsg(sock_, &m, MSG_NOSIGNAL), static_cast<ssize_t>(text.size()));
-    close(in[0]);
-    close(in[1]);
-    close(out[1]);
-    close(err[1]);
-    ReadToEof(out[0], &r.out);
-    ReadToEof(err[0], &r.err);
+    for (int fd : {in[0], in[1], out[1], err[1]}) close(fd);
+    return {out[0], err[0]};
+  }
+  // Reads the command's output to EOF, then the host's answer.
+  Served Collect(std::pair<int, int> pipes) {
+    Served r;
+    ReadToEof(pipes.first, &r.out);
+    ReadToEof(pipes.second, &r.err);
     int32_t answer[2];
     ssize_t n = recv(sock_, answer, sizeof answer, 0);
     if (n == static_cast<ssize_t>(sizeof answer)) {
@@ -341,6 +343,7 @@ class ServingHost : public WasmHost {
     }
     return r;
   }
+  Served Serve(const std::string& text, int nfds = 3) { return Collect(Send(text, nfds)); }
   static void ReadToEof(int fd, std::string* to) {
     char buf[4096];
     ssize_t n;
@@ -414,44 +417,18 @@ TEST_F(ServingHost, AnInterruptionEndsTheCommandAndTheHostServesTheNext) {
 }
 
 TEST_F(ServingHost, SigtermInterruptsTheCommandNotTheHost) {
-  int in[2], out[2], err[2];
-  ASSERT_EQ(pipe2(in, O_CLOEXEC), 0);
-  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
-  ASSERT_EQ(pipe2(err, O_CLOEXEC), 0);
-  int fds[3] = {in[0], out[1], err[1]};
-  std::string text = "spin say";
-  char cbuf[CMSG_SPACE(sizeof fds)] = {};
-  struct iovec iov = {text.data(), text.size()};
-  struct msghdr m {};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = cbuf;
-  m.msg_controllen = sizeof cbuf;
-  struct cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof fds);
-  memcpy(CMSG_DATA(c), fds, sizeof fds);
-  ASSERT_EQ(sendmsg(sock_, &m, MSG_NOSIGNAL), static_cast<ssize_t>(text.size()));
-  close(in[0]);
-  close(out[1]);
-  close(err[1]);
+  auto pipes = Send("spin say");
+  // Wait for the event (the loop has begun), never for time.
   std::string seen;
   char buf[64];
   ssize_t n;
-  while (seen.find("spinning\n") == std::string::npos && (n = read(out[0], buf, sizeof buf)) > 0)
+  while (seen.find("spinning\n") == std::string::npos && (n = read(pipes.first, buf, sizeof buf)) > 0)
     seen.append(buf, static_cast<size_t>(n));
   ASSERT_EQ(seen, "spinning\n");
   kill(pid_, SIGTERM);
-  std::string err_text;
-  ReadToEof(err[0], &err_text);
-  close(out[0]);
-  close(in[1]);
-  int32_t answer[2] = {0, 0};
-  ASSERT_EQ(recv(sock_, answer, sizeof answer, 0), static_cast<ssize_t>(sizeof answer));
-  EXPECT_EQ(answer[0], 1);
-  EXPECT_EQ(answer[1], SIGTERM);
-  EXPECT_NE(err_text.find("wasm: interrupted: terminated"), std::string::npos) << err_text;
+  Served r = Collect(pipes);
+  EXPECT_TRUE(r.answered && r.signaled == 1 && r.value == SIGTERM) << r.signaled << " " << r.value;
+  EXPECT_NE(r.err.find("wasm: interrupted: terminated"), std::string::npos) << r.err;
   EXPECT_EQ(Serve("echo still here").out, "still here\n");
 }
 
