@@ -1,8 +1,11 @@
 #include "runtime/reaper.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -23,6 +26,28 @@ std::string ReadFirstLine(const fs::path& p) {
   return line;
 }
 
+// A runtime's directory made by mkdir whose owner record never landed: named by the runtime's
+// id (runtime.cc: "<pid>-<6 hex digits>"), nothing in it but perhaps the half-written
+// owner.tmp, and no process with that pid (a live one may be between the two steps).
+bool IsStillbornRuntimeDir(const fs::path& dir) {
+  const std::string name = dir.filename();
+  const size_t dash = name.find('-');
+  if (dash == std::string::npos || dash == 0 || name.size() != dash + 7) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (i < dash ? !std::isdigit(static_cast<unsigned char>(c))
+                 : i > dash && !std::isxdigit(static_cast<unsigned char>(c)))
+      return false;
+  }
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().filename() != "owner.tmp") return false;
+  }
+  if (ec) return false;
+  const long pid = std::strtol(name.substr(0, dash).c_str(), nullptr, 10);
+  return pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
 }  // namespace
 
 StatusOr<ReapReport> ReapOrphans(const std::string& state_root, const std::string& snapshot_root,
@@ -34,7 +59,16 @@ StatusOr<ReapReport> ReapOrphans(const std::string& state_root, const std::strin
     std::string rtid = entry.path().filename();
     if (rtid == self_id || !entry.is_directory(ec)) continue;
     fs::path owner = entry.path() / "owner";
-    if (!fs::exists(owner, ec)) continue;  // not a runtime's directory (e.g. the image cache)
+    if (!fs::exists(owner, ec)) {
+      // Not a runtime's directory (e.g. the image cache), or one whose runtime died between its
+      // mkdir and the rename of its owner record (runtime.cc): that one is named
+      // "<pid>-<6 hex>", holds nothing but perhaps owner.tmp, and its pid is gone.
+      if (IsStillbornRuntimeDir(entry.path())) {
+        fs::remove_all(entry.path(), ec);
+        ++report.runtimes;
+      }
+      continue;
+    }
     std::string stamp = ReadFirstLine(owner);
     pid_t owner_pid;
     std::string owner_start;

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "host/process_stamp.h"
@@ -215,6 +216,34 @@ TEST(ReaperTest, AnOwnerRecordThatDoesNotParseIsNotSwept) {
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
+}
+
+TEST(ReaperTest, ADirectoryWhoseRuntimeDiedBeforeItsOwnerRecordIsSwept) {
+  if (geteuid() != 0) GTEST_SKIP() << "LOUD SKIP: needs root";
+  // A runtime killed between its mkdir and the rename of its owner record leaves this.
+  // 4194304 is above any pid_max: no process has it.
+  std::string dead = "/run/sandcheck/4194304-a1b2c3";
+  fs::create_directories(dead);
+  { std::ofstream(dead + "/owner.tmp") << "4194"; }
+  // The same shape for a live pid (ours: a runtime starting right now) and a directory that
+  // is not a runtime's (another name, or holding something else) stay.
+  std::string live = fmt::format("/run/sandcheck/{}-d4e5f6", getpid());
+  std::string other = "/run/sandcheck/4194304-notours";
+  std::string full = "/run/sandcheck/4194304-0a0b0c";
+  for (const auto& d : {live, other, full}) fs::create_directories(d);
+  { std::ofstream(full + "/data") << "x"; }
+  RuntimeOptions o;
+  o.start_reaper = true;  // sweeps at start
+  {
+    auto rt = Runtime::Open(o);
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  }
+  EXPECT_FALSE(fs::exists(dead)) << "a stillborn runtime's directory was kept";
+  EXPECT_TRUE(fs::exists(live)) << "a starting runtime's directory was swept";
+  EXPECT_TRUE(fs::exists(other));
+  EXPECT_TRUE(fs::exists(full));
+  std::error_code ec;
+  for (const auto& d : {dead, live, other, full}) fs::remove_all(d, ec);
 }
 
 }  // namespace
