@@ -378,7 +378,10 @@ def test_limits_are_written_to_the_host_cgroups(adapter, sandboxes):
               "memory.limit_in_bytes": str(200 * MIB), "pids.max": "90"}
     seen = {}
     deadline = time.monotonic() + 45
-    while len(seen) < len(wanted) and time.monotonic() < deadline:
+    # Until every file holds what was asked: the runtime creates the cgroup (with the kernel's
+    # defaults in it) before it writes the limits, so a first read may see -1 / max; a limit
+    # never written keeps the defaults until the deadline.
+    while seen != wanted and time.monotonic() < deadline:
         for d in own_cgroup_children(adapter):
             if s.id not in d:
                 continue
