@@ -122,20 +122,30 @@ static void Die(int code, const char* fmt, const char* arg) {
 
 /* What one command allocates (its words, environment): freed when it ends, so a serving host
  * does not grow with the commands it has run. */
-static void** g_arena = NULL;
+struct Allocation {
+  void* p;
+  size_t n;
+};
+static struct Allocation* g_arena = NULL;
 static size_t g_arena_len = 0, g_arena_cap = 0;
 static void* Alloc(size_t n) {
   if (g_arena_len == g_arena_cap) {
     g_arena_cap = g_arena_cap ? g_arena_cap * 2 : 64;
-    g_arena = realloc(g_arena, g_arena_cap * sizeof(void*));
+    g_arena = realloc(g_arena, g_arena_cap * sizeof *g_arena);
     if (!g_arena) abort();
   }
-  void* m = calloc(1, n ? n : 1);
+  if (n == 0) n = 1;
+  void* m = calloc(1, n);
   if (!m) abort();
-  return g_arena[g_arena_len++] = m;
+  g_arena[g_arena_len++] = (struct Allocation){m, n};
+  return m;
 }
+/* Zeroed first (LC-8): the environment may carry secrets, and a serving host lives on. */
 static void FreeArena(void) {
-  for (size_t i = 0; i < g_arena_len; i++) free(g_arena[i]);
+  for (size_t i = 0; i < g_arena_len; i++) {
+    explicit_bzero(g_arena[i].p, g_arena[i].n);
+    free(g_arena[i].p);
+  }
   g_arena_len = 0;
 }
 
@@ -511,6 +521,8 @@ static int Serve(int fd, const char* dir) {
       }
     }
     Z_module_free(&g_instance);
+    explicit_bzero(text, (size_t)(n > 0 ? n : 0)); /* LC-8: the exports may be secrets */
+    FreeArena();
     CloseAllBut(kServeFd); /* the command's stdio: its EOF reaches the runtime before the answer */
     int32_t answer[2] = {o.signaled, o.value};
     ssize_t w;
