@@ -14,6 +14,7 @@ SBX_PACKAGES=(
   bubblewrap runc crun runsc
   python3-pytest python3-jsonschema python3-kubernetes libxml2-utils chromium
   wabt wasi-libc libclang-rt-14-dev-wasm32
+  qemu-system-x86 lz4
 )
 
 sbx_log() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -32,6 +33,12 @@ sbx_install_deps() {
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  # The microVM guest image is built from Debian's cloud kernel package, fetched at build time
+  # with `apt-get download` (fixtures/microvm/build-guest.sh): it needs the package lists.
+  if ! apt-cache depends linux-image-cloud-amd64 >/dev/null 2>&1; then
+    sbx_log "apt-get update (package lists for the microVM guest's kernel)"
+    apt-get update -qq
   fi
 }
 

@@ -1,0 +1,886 @@
+// sbx guest agent: PID 1 of the microVM guest (docs/microvm.md). Static; no library beyond libc.
+//
+// It mounts /dev /proc /sys /tmp and the cgroup file system (v2, else v1's memory controller),
+// loads the virtio modules listed in /etc/sbx-modules, opens the virtio-serial port named
+// "sbx.agent" and serves the host one request at a time over it:
+//   PING       -> PONG
+//   EXEC       -> EXEC_RESULT  (argv or `sh -c` line, env, cwd, stdin, timeout, memory limit;
+//                               exit code or signal, stdout/stderr bounded, CPU, peak memory,
+//                               OOM and timeout flags)
+//   SET_CLOCK  -> CLOCK_SET    (CLOCK_REALTIME and a reseed of the kernel RNG; sent after every
+//                               restore of a template clone)
+// It sends READY once, when it is listening. Frames (little-endian, version 1):
+//   magic "SBXV" | u8 version | u8 type | u16 flags (0) | u32 id | u32 payload length
+//   payload = fields: u16 tag | u32 length | bytes
+// Every byte from the host is checked; a bad frame gets an ERROR reply (id 0 when the header
+// itself was unreadable, after which the agent resynchronises on the next magic). It never exits:
+// PID 1 exiting panics the guest.
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/random.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/reboot.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define AGENT_VERSION "sbx-guest-agent/1"
+#define PORT_NAME "sbx.agent"
+
+enum {
+  kVersion = 1,
+  kHeader = 16,
+  kMaxRequest = 1 << 20,  // host -> guest payload bound
+  kMaxArgs = 4096,
+  kDefaultOutputLimit = 1 << 20,
+  kMaxOutputLimit = 4 << 20,
+};
+enum {
+  T_PING = 1, T_EXEC = 2, T_SET_CLOCK = 3,
+  T_READY = 0x81, T_PONG = 0x82, T_EXEC_RESULT = 0x83, T_CLOCK_SET = 0x84, T_ERROR = 0xff,
+};
+// EXEC fields
+enum { F_ARGV = 1, F_SHELL = 2, F_ENV = 3, F_CWD = 4, F_TIMEOUT_MS = 5, F_MEM_LIMIT = 6,
+       F_STDIN = 7, F_OUTPUT_LIMIT = 8 };
+// EXEC_RESULT fields
+enum { R_EXIT_CODE = 1, R_SIGNAL = 2, R_STDOUT = 3, R_STDERR = 4, R_STDOUT_TRUNC = 5,
+       R_STDERR_TRUNC = 6, R_CPU_USEC = 7, R_PEAK_MEM = 8, R_OOM = 9, R_TIMED_OUT = 10,
+       R_WALL_USEC = 11, R_START_ERROR = 12 };
+// SET_CLOCK fields / CLOCK_SET fields
+enum { C_REALTIME_NS = 1, C_SEED = 2 };
+enum { C_GUEST_NS_BEFORE = 1, C_RESEEDED = 2 };
+// READY fields
+enum { Y_VERSION = 1, Y_KERNEL = 2, Y_CGROUP = 3 };
+// ERROR fields
+enum { E_MESSAGE = 1 };
+
+static int g_port = -1;
+static int g_cgroup_v2;         // 1: cgroup2 at /sys/fs/cgroup; 0: v1 memory at .../memory; -1: none
+static unsigned g_exec_seq;
+
+static void klog(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if (n > (int)sizeof buf - 2) n = sizeof buf - 2;
+  buf[n++] = '\n';
+  int fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t w = write(fd, buf, n);
+    (void)w;
+    close(fd);
+  }
+}
+
+static uint64_t now_ns(clockid_t c) {
+  struct timespec ts;
+  clock_gettime(c, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+// ---- output buffer for a reply ----
+struct buf {
+  unsigned char* p;
+  size_t len, cap;
+  int failed;
+};
+static void buf_reserve(struct buf* b, size_t extra) {
+  if (b->failed) return;
+  if (b->len + extra <= b->cap) return;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->len + extra) cap *= 2;
+  unsigned char* np = realloc(b->p, cap);
+  if (!np) { b->failed = 1; return; }
+  b->p = np;
+  b->cap = cap;
+}
+static void buf_put(struct buf* b, const void* d, size_t n) {
+  buf_reserve(b, n);
+  if (b->failed) return;
+  if (n) memcpy(b->p + b->len, d, n);
+  b->len += n;
+}
+static void put_le(unsigned char* p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t get_le(const unsigned char* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+static void field(struct buf* b, unsigned tag, const void* d, size_t n) {
+  unsigned char h[6];
+  put_le(h, tag, 2);
+  put_le(h + 2, n, 4);
+  buf_put(b, h, 6);
+  buf_put(b, d, n);
+}
+static void field_u64(struct buf* b, unsigned tag, uint64_t v) {
+  unsigned char d[8];
+  put_le(d, v, 8);
+  field(b, tag, d, 8);
+}
+static void field_u32(struct buf* b, unsigned tag, uint32_t v) {
+  unsigned char d[4];
+  put_le(d, v, 4);
+  field(b, tag, d, 4);
+}
+static void field_u8(struct buf* b, unsigned tag, unsigned v) {
+  unsigned char d = (unsigned char)v;
+  field(b, tag, &d, 1);
+}
+static void field_str(struct buf* b, unsigned tag, const char* s) { field(b, tag, s, strlen(s)); }
+
+static int write_all(int fd, const unsigned char* p, size_t n) {
+  while (n) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        poll(&pf, 1, 100);
+        continue;
+      }
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static void send_frame(unsigned type, uint32_t id, struct buf* payload) {
+  unsigned char h[kHeader];
+  memcpy(h, "SBXV", 4);
+  h[4] = kVersion;
+  h[5] = (unsigned char)type;
+  put_le(h + 6, 0, 2);
+  put_le(h + 8, id, 4);
+  size_t n = payload && !payload->failed ? payload->len : 0;
+  put_le(h + 12, n, 4);
+  if (write_all(g_port, h, kHeader) < 0 || (n && write_all(g_port, payload->p, n) < 0))
+    klog("sbx-agent: write to host failed: %s", strerror(errno));
+}
+
+static void send_error(uint32_t id, const char* fmt, ...) {
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  struct buf b = {0};
+  field_str(&b, E_MESSAGE, msg);
+  send_frame(T_ERROR, id, &b);
+  free(b.p);
+}
+
+// ---- request fields ----
+struct fieldref {
+  unsigned tag;
+  const unsigned char* d;
+  uint32_t n;
+};
+// Splits a payload into fields; returns the count or -1 with *why set.
+static int split_fields(const unsigned char* p, uint32_t n, struct fieldref* out, int max,
+                        const char** why) {
+  int k = 0;
+  uint32_t off = 0;
+  while (off < n) {
+    if (n - off < 6) { *why = "truncated field header"; return -1; }
+    unsigned tag = (unsigned)get_le(p + off, 2);
+    uint32_t len = (uint32_t)get_le(p + off + 2, 4);
+    off += 6;
+    if (len > n - off) { *why = "field longer than the payload"; return -1; }
+    if (k == max) { *why = "too many fields"; return -1; }
+    out[k].tag = tag;
+    out[k].d = p + off;
+    out[k].n = len;
+    k++;
+    off += len;
+  }
+  return k;
+}
+
+// A copy of a string field, NUL-terminated; NULL if it holds a NUL byte or memory runs out.
+static char* field_cstr(const struct fieldref* f) {
+  if (memchr(f->d, 0, f->n)) return NULL;
+  char* s = malloc((size_t)f->n + 1);
+  if (!s) return NULL;
+  memcpy(s, f->d, f->n);
+  s[f->n] = 0;
+  return s;
+}
+
+static int write_file(const char* path, const char* s) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t w = write(fd, s, strlen(s));
+  int e = errno;
+  close(fd);
+  errno = e;
+  return w == (ssize_t)strlen(s) ? 0 : -1;
+}
+
+static int read_file(const char* path, char* out, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t r = read(fd, out, cap - 1);
+  close(fd);
+  if (r < 0) return -1;
+  out[r] = 0;
+  return (int)r;
+}
+
+// Value of "key N" in a flat-keyed cgroup file; 0 if absent.
+static uint64_t keyed_value(const char* path, const char* key) {
+  char text[4096];
+  if (read_file(path, text, sizeof text) < 0) return 0;
+  size_t kl = strlen(key);
+  for (char* line = text; line && *line;) {
+    char* nl = strchr(line, '\n');
+    if (nl) *nl = 0;
+    if (strncmp(line, key, kl) == 0 && line[kl] == ' ') return strtoull(line + kl + 1, NULL, 10);
+    line = nl ? nl + 1 : NULL;
+  }
+  return 0;
+}
+static uint64_t number_file(const char* path) {
+  char text[64];
+  if (read_file(path, text, sizeof text) < 0) return 0;
+  return strtoull(text, NULL, 10);
+}
+
+// ---- exec ----
+struct exec_req {
+  char** argv;
+  int argc;
+  char* shell;
+  char** env;
+  int envc;
+  char* cwd;
+  uint32_t timeout_ms;
+  uint64_t mem_limit;
+  const unsigned char* in;
+  uint32_t in_len;
+  uint32_t out_limit;
+};
+
+static void free_req(struct exec_req* r) {
+  for (int i = 0; i < r->argc; i++) free(r->argv[i]);
+  for (int i = 0; i < r->envc; i++) free(r->env[i]);
+  free(r->argv);
+  free(r->env);
+  free(r->shell);
+  free(r->cwd);
+}
+
+// Parses EXEC's fields; 0 or -1 with a message in why.
+static int parse_exec(const struct fieldref* f, int nf, struct exec_req* r, char* why, size_t wn) {
+  memset(r, 0, sizeof *r);
+  r->out_limit = kDefaultOutputLimit;
+  r->argv = calloc(kMaxArgs + 1, sizeof(char*));
+  r->env = calloc(kMaxArgs + 1, sizeof(char*));
+  if (!r->argv || !r->env) { snprintf(why, wn, "out of memory"); return -1; }
+  int have_timeout = 0, have_mem = 0, have_in = 0, have_limit = 0;
+  for (int i = 0; i < nf; i++) {
+    switch (f[i].tag) {
+      case F_ARGV:
+      case F_ENV: {
+        int* c = f[i].tag == F_ARGV ? &r->argc : &r->envc;
+        char** v = f[i].tag == F_ARGV ? r->argv : r->env;
+        if (*c == kMaxArgs) { snprintf(why, wn, "more than %d %s entries", kMaxArgs, f[i].tag == F_ARGV ? "argv" : "env"); return -1; }
+        char* s = field_cstr(&f[i]);
+        if (!s) { snprintf(why, wn, "%s entry %d holds a NUL byte", f[i].tag == F_ARGV ? "argv" : "env", *c); return -1; }
+        if (f[i].tag == F_ENV && (!strchr(s, '=') || s[0] == '=')) {
+          snprintf(why, wn, "env entry %d is not NAME=VALUE", *c);
+          free(s);
+          return -1;
+        }
+        v[(*c)++] = s;
+        break;
+      }
+      case F_SHELL:
+      case F_CWD: {
+        char** dst = f[i].tag == F_SHELL ? &r->shell : &r->cwd;
+        if (*dst) { snprintf(why, wn, "%s given twice", f[i].tag == F_SHELL ? "shell" : "cwd"); return -1; }
+        *dst = field_cstr(&f[i]);
+        if (!*dst) { snprintf(why, wn, "%s holds a NUL byte", f[i].tag == F_SHELL ? "shell" : "cwd"); return -1; }
+        break;
+      }
+      case F_TIMEOUT_MS:
+        if (f[i].n != 4 || have_timeout++) { snprintf(why, wn, "timeout_ms: want one u32"); return -1; }
+        r->timeout_ms = (uint32_t)get_le(f[i].d, 4);
+        break;
+      case F_MEM_LIMIT:
+        if (f[i].n != 8 || have_mem++) { snprintf(why, wn, "memory_limit: want one u64"); return -1; }
+        r->mem_limit = get_le(f[i].d, 8);
+        break;
+      case F_STDIN:
+        if (have_in++) { snprintf(why, wn, "stdin given twice"); return -1; }
+        r->in = f[i].d;
+        r->in_len = f[i].n;
+        break;
+      case F_OUTPUT_LIMIT:
+        if (f[i].n != 4 || have_limit++) { snprintf(why, wn, "output_limit: want one u32"); return -1; }
+        r->out_limit = (uint32_t)get_le(f[i].d, 4);
+        if (r->out_limit > kMaxOutputLimit) { snprintf(why, wn, "output_limit over %d", kMaxOutputLimit); return -1; }
+        break;
+      default:
+        snprintf(why, wn, "unknown exec field %u", f[i].tag);
+        return -1;
+    }
+  }
+  if (!!r->shell == !!r->argc) { snprintf(why, wn, "exec needs argv or shell, exactly one"); return -1; }
+  if (r->shell) {
+    r->argv[0] = strdup("/bin/sh");
+    r->argv[1] = strdup("-c");
+    r->argv[2] = r->shell;
+    r->shell = NULL;
+    r->argc = 3;
+    if (!r->argv[0] || !r->argv[1]) { snprintf(why, wn, "out of memory"); return -1; }
+  } else if (r->argv[0][0] == 0) {
+    snprintf(why, wn, "argv[0] is empty");
+    return -1;
+  }
+  if (r->mem_limit && r->mem_limit < 1 << 20) { snprintf(why, wn, "memory_limit under 1 MiB"); return -1; }
+  return 0;
+}
+
+// The command's cgroup: path in cg (v2: /sys/fs/cgroup/sbx-cmd-N; v1: .../memory/sbx-cmd-N).
+static int make_cgroup(const struct exec_req* r, char* cg, size_t n) {
+  if (g_cgroup_v2 < 0) { cg[0] = 0; return 0; }
+  snprintf(cg, n, "%s/sbx-cmd-%u", g_cgroup_v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory",
+           ++g_exec_seq);
+  if (mkdir(cg, 0755) < 0 && errno != EEXIST) return -1;
+  char path[256], val[32];
+  if (r->mem_limit) snprintf(val, sizeof val, "%llu", (unsigned long long)r->mem_limit);
+  if (g_cgroup_v2) {
+    snprintf(path, sizeof path, "%s/memory.max", cg);
+    if (write_file(path, r->mem_limit ? val : "max") < 0) return -1;
+    snprintf(path, sizeof path, "%s/memory.swap.max", cg);
+    write_file(path, "0");  // no swap in the guest anyway
+    snprintf(path, sizeof path, "%s/memory.oom.group", cg);
+    write_file(path, "1");
+  } else if (r->mem_limit) {
+    snprintf(path, sizeof path, "%s/memory.limit_in_bytes", cg);
+    if (write_file(path, val) < 0) return -1;
+  }
+  return 0;
+}
+
+// Kills every process of the cgroup and waits until it is empty; removes it.
+static void kill_cgroup(const char* cg, int remove) {
+  char path[256];
+  if (!cg[0]) return;
+  if (g_cgroup_v2) {
+    snprintf(path, sizeof path, "%s/cgroup.kill", cg);
+    write_file(path, "1");
+  }
+  snprintf(path, sizeof path, "%s/cgroup.procs", cg);
+  for (int round = 0; round < 2000; round++) {
+    char text[8192];
+    int n = read_file(path, text, sizeof text);
+    if (n <= 0) break;
+    for (char* s = text; *s;) {
+      long pid = strtol(s, &s, 10);
+      if (pid > 1) kill((pid_t)pid, SIGKILL);
+      while (*s == '\n') s++;
+    }
+    // (No reaping here: the command's own status is collected by wait4 on its pid; a task
+    // leaves cgroup.procs when it exits, zombie or not.)
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  if (remove) rmdir(cg);
+}
+
+struct out_stream {
+  int fd;
+  struct buf b;
+  uint32_t limit;
+  int truncated;
+};
+
+static void drain(struct out_stream* s) {
+  char tmp[16384];
+  for (;;) {
+    ssize_t r = read(s->fd, tmp, sizeof tmp);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EAGAIN) return;
+    if (r <= 0) {
+      close(s->fd);
+      s->fd = -1;
+      return;
+    }
+    size_t room = s->b.len < s->limit ? s->limit - s->b.len : 0;
+    size_t take = (size_t)r < room ? (size_t)r : room;
+    buf_put(&s->b, tmp, take);
+    if (take < (size_t)r) s->truncated = 1;
+  }
+}
+
+static void do_exec(uint32_t id, const struct fieldref* f, int nf) {
+  struct exec_req r;
+  char why[256];
+  if (parse_exec(f, nf, &r, why, sizeof why) < 0) {
+    send_error(id, "bad exec request: %s", why);
+    free_req(&r);
+    return;
+  }
+  char cg[128];
+  if (make_cgroup(&r, cg, sizeof cg) < 0) {
+    send_error(id, "cannot make the command's cgroup %s: %s", cg, strerror(errno));
+    kill_cgroup(cg, 1);
+    free_req(&r);
+    return;
+  }
+  int outp[2], errp[2], inp[2], errpipe[2];
+  if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(inp, O_CLOEXEC) < 0 ||
+      pipe2(errpipe, O_CLOEXEC) < 0) {
+    send_error(id, "pipe: %s", strerror(errno));
+    kill_cgroup(cg, 1);
+    free_req(&r);
+    return;
+  }
+  static char* default_env[] = {"PATH=/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/root", NULL};
+  char** envp = r.envc ? r.env : default_env;
+  const char* path_env = "/bin:/sbin:/usr/bin:/usr/sbin";
+  for (int i = 0; i < r.envc; i++)
+    if (strncmp(r.env[i], "PATH=", 5) == 0) path_env = r.env[i] + 5;
+  uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+  pid_t pid = fork();
+  if (pid == 0) {
+    // The command: its own session, in its cgroup, stdio on the pipes.
+    setsid();
+    if (cg[0]) {
+      char p[256];
+      snprintf(p, sizeof p, "%s/cgroup.procs", cg);
+      if (write_file(p, "0") < 0) {
+        int e[2] = {1, errno};
+        ssize_t w = write(errpipe[1], e, sizeof e);
+        (void)w;
+        _exit(127);
+      }
+    }
+    dup2(inp[0], 0);
+    dup2(outp[1], 1);
+    dup2(errp[1], 2);
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (r.cwd && chdir(r.cwd) < 0) {
+      int e[2] = {2, errno};
+      ssize_t w = write(errpipe[1], e, sizeof e);
+      (void)w;
+      _exit(127);
+    }
+    if (!strchr(r.argv[0], '/')) setenv("PATH", path_env, 1);  // execvpe's search path
+    execvpe(r.argv[0], r.argv, envp);
+    int e[2] = {3, errno};
+    ssize_t w = write(errpipe[1], e, sizeof e);
+    (void)w;
+    _exit(127);
+  }
+  close(outp[1]);
+  close(errp[1]);
+  close(inp[0]);
+  close(errpipe[1]);
+  if (pid < 0) {
+    int e = errno;
+    close(outp[0]);
+    close(errp[0]);
+    close(inp[1]);
+    close(errpipe[0]);
+    send_error(id, "fork: %s", strerror(e));
+    kill_cgroup(cg, 1);
+    free_req(&r);
+    return;
+  }
+  int start_err[2] = {0, 0};  // {stage: 1 cgroup, 2 cwd, 3 exec; errno}
+  {
+    ssize_t n;
+    do n = read(errpipe[0], start_err, sizeof start_err);
+    while (n < 0 && errno == EINTR);
+    if (n != sizeof start_err) start_err[0] = start_err[1] = 0;
+    close(errpipe[0]);
+  }
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  struct out_stream so = {.fd = outp[0], .limit = r.out_limit}, se = {.fd = errp[0], .limit = r.out_limit};
+  fcntl(so.fd, F_SETFL, O_NONBLOCK);
+  fcntl(se.fd, F_SETFL, O_NONBLOCK);
+  int infd = inp[1];
+  uint32_t in_off = 0;
+  if (infd >= 0) fcntl(infd, F_SETFL, O_NONBLOCK);
+  if (infd >= 0 && r.in_len == 0) { close(infd); infd = -1; }
+  uint64_t deadline = r.timeout_ms ? t0 + (uint64_t)r.timeout_ms * 1000000ull : 0;
+  int exited = 0, timed_out = 0, status = 0;
+  struct rusage ru;
+  memset(&ru, 0, sizeof ru);
+  while (!exited || so.fd >= 0 || se.fd >= 0) {
+    struct pollfd pf[4];
+    int n = 0, ip = -1, op = -1, ep = -1, pp = -1;
+    if (so.fd >= 0) { op = n; pf[n++] = (struct pollfd){.fd = so.fd, .events = POLLIN}; }
+    if (se.fd >= 0) { ep = n; pf[n++] = (struct pollfd){.fd = se.fd, .events = POLLIN}; }
+    if (infd >= 0) { ip = n; pf[n++] = (struct pollfd){.fd = infd, .events = POLLOUT}; }
+    if (!exited && pidfd >= 0) { pp = n; pf[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN}; }
+    int wait_ms = -1;
+    if (!exited && pidfd < 0) wait_ms = 10;  // no pidfd (old kernel): poll the child
+    if (deadline && !timed_out) {
+      uint64_t now = now_ns(CLOCK_MONOTONIC);
+      int left = now >= deadline ? 0 : (int)((deadline - now) / 1000000ull) + 1;
+      if (wait_ms < 0 || left < wait_ms) wait_ms = left;
+    }
+    int rc = poll(pf, (nfds_t)n, wait_ms);
+    if (rc < 0 && errno != EINTR) break;
+    if (op >= 0 && pf[op].revents) drain(&so);
+    if (ep >= 0 && pf[ep].revents) drain(&se);
+    if (ip >= 0 && pf[ip].revents) {
+      if (pf[ip].revents & (POLLERR | POLLHUP)) { close(infd); infd = -1; }
+      else {
+        ssize_t w = write(infd, r.in + in_off, r.in_len - in_off);
+        if (w > 0) in_off += (uint32_t)w;
+        if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off == r.in_len) { close(infd); infd = -1; }
+      }
+    }
+    if (!exited && (pidfd < 0 || (pp >= 0 && pf[pp].revents))) {
+      pid_t w = wait4(pid, &status, WNOHANG, &ru);
+      if (w == pid) {
+        exited = 1;
+        // The command is over: whatever it left running in its cgroup goes with it, so that
+        // the pipes reach end of file.
+        kill_cgroup(cg, 0);
+      }
+    }
+    if (deadline && !timed_out && now_ns(CLOCK_MONOTONIC) >= deadline && !exited) {
+      timed_out = 1;
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      kill_cgroup(cg, 0);
+    }
+  }
+  if (!exited) {  // poll failed: make sure
+    kill(pid, SIGKILL);
+    wait4(pid, &status, 0, &ru);
+  }
+  if (infd >= 0) close(infd);
+  if (pidfd >= 0) close(pidfd);
+  uint64_t wall = (now_ns(CLOCK_MONOTONIC) - t0) / 1000;
+
+  uint64_t cpu = (uint64_t)ru.ru_utime.tv_sec * 1000000ull + (uint64_t)ru.ru_utime.tv_usec +
+                 (uint64_t)ru.ru_stime.tv_sec * 1000000ull + (uint64_t)ru.ru_stime.tv_usec;
+  uint64_t peak = (uint64_t)ru.ru_maxrss * 1024ull, ooms = 0;
+  if (cg[0]) {
+    char path[256];
+    if (g_cgroup_v2) {
+      snprintf(path, sizeof path, "%s/cpu.stat", cg);
+      uint64_t c = keyed_value(path, "usage_usec");
+      if (c) cpu = c;
+      snprintf(path, sizeof path, "%s/memory.peak", cg);
+      uint64_t p = number_file(path);
+      if (p) peak = p;
+      snprintf(path, sizeof path, "%s/memory.events", cg);
+      ooms = keyed_value(path, "oom_kill");
+    } else {
+      snprintf(path, sizeof path, "%s/memory.max_usage_in_bytes", cg);
+      uint64_t p = number_file(path);
+      if (p) peak = p;
+      snprintf(path, sizeof path, "%s/memory.oom_control", cg);
+      ooms = keyed_value(path, "oom_kill");
+    }
+    kill_cgroup(cg, 1);
+  }
+  while (waitpid(-1, NULL, WNOHANG) > 0) {}
+
+  struct buf b = {0};
+  if (start_err[0]) {
+    char msg[300];
+    if (start_err[0] == 1)
+      snprintf(msg, sizeof msg, "cannot join the command's cgroup %s: %s", cg, strerror(start_err[1]));
+    else if (start_err[0] == 2)
+      snprintf(msg, sizeof msg, "cannot change to %s: %s", r.cwd, strerror(start_err[1]));
+    else
+      snprintf(msg, sizeof msg, "cannot start %s: %s", r.argv[0], strerror(start_err[1]));
+    field_str(&b, R_START_ERROR, msg);
+  }
+  if (WIFEXITED(status)) field_u32(&b, R_EXIT_CODE, (uint32_t)WEXITSTATUS(status));
+  else if (WIFSIGNALED(status)) field_u32(&b, R_SIGNAL, (uint32_t)WTERMSIG(status));
+  field(&b, R_STDOUT, so.b.p, so.b.len);
+  field(&b, R_STDERR, se.b.p, se.b.len);
+  field_u8(&b, R_STDOUT_TRUNC, (unsigned)so.truncated);
+  field_u8(&b, R_STDERR_TRUNC, (unsigned)se.truncated);
+  field_u64(&b, R_CPU_USEC, cpu);
+  field_u64(&b, R_PEAK_MEM, peak);
+  field_u8(&b, R_OOM, ooms > 0);
+  field_u8(&b, R_TIMED_OUT, (unsigned)timed_out);
+  field_u64(&b, R_WALL_USEC, wall);
+  if (b.failed) send_error(id, "out of memory building the result");
+  else send_frame(T_EXEC_RESULT, id, &b);
+  free(b.p);
+  free(so.b.p);
+  free(se.b.p);
+  free_req(&r);
+}
+
+static void do_set_clock(uint32_t id, const struct fieldref* f, int nf) {
+  uint64_t ns = 0;
+  const unsigned char* seed = NULL;
+  uint32_t seed_len = 0;
+  int have_ns = 0;
+  for (int i = 0; i < nf; i++) {
+    if (f[i].tag == C_REALTIME_NS && f[i].n == 8 && !have_ns) {
+      ns = get_le(f[i].d, 8);
+      have_ns = 1;
+    } else if (f[i].tag == C_SEED && !seed) {
+      seed = f[i].d;
+      seed_len = f[i].n;
+    } else {
+      send_error(id, "bad set_clock request: field %u (length %u) unknown, repeated or of the wrong size",
+                 f[i].tag, f[i].n);
+      return;
+    }
+  }
+  if (!have_ns) { send_error(id, "bad set_clock request: no realtime_ns"); return; }
+  if (seed && (seed_len < 16 || seed_len > 512)) {
+    send_error(id, "bad set_clock request: seed of %u bytes (want 16..512)", seed_len);
+    return;
+  }
+  if (ns > (uint64_t)INT64_MAX) { send_error(id, "bad set_clock request: realtime_ns out of range"); return; }
+  uint64_t before = now_ns(CLOCK_REALTIME);
+  struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull)};
+  if (clock_settime(CLOCK_REALTIME, &ts) < 0) { send_error(id, "clock_settime: %s", strerror(errno)); return; }
+  int reseeded = 0;
+  if (seed) {
+    int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+    if (fd < 0) { send_error(id, "open /dev/urandom: %s", strerror(errno)); return; }
+    struct {
+      struct rand_pool_info info;
+      unsigned char bytes[512];
+    } in;
+    in.info.entropy_count = (int)seed_len * 8;
+    in.info.buf_size = (int)seed_len;
+    memcpy(in.bytes, seed, seed_len);
+    // Credit the host's bytes and force a reseed of the CRNG now: every clone restored from
+    // the template starts with the same pool, and must not keep producing the same stream.
+    if (ioctl(fd, RNDADDENTROPY, &in) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0) {
+      int e = errno;
+      close(fd);
+      send_error(id, "reseeding the RNG: %s", strerror(e));
+      return;
+    }
+    close(fd);
+    reseeded = 1;
+  }
+  struct buf b = {0};
+  field_u64(&b, C_GUEST_NS_BEFORE, before);
+  field_u8(&b, C_RESEEDED, (unsigned)reseeded);
+  send_frame(T_CLOCK_SET, id, &b);
+  free(b.p);
+}
+
+static void handle(unsigned type, uint32_t id, const unsigned char* p, uint32_t n) {
+  static struct fieldref f[2 * kMaxArgs + 16];
+  const char* why = NULL;
+  int nf = split_fields(p, n, f, (int)(sizeof f / sizeof f[0]), &why);
+  if (nf < 0) { send_error(id, "bad payload: %s", why); return; }
+  switch (type) {
+    case T_PING:
+      if (nf) { send_error(id, "ping takes no fields"); return; }
+      send_frame(T_PONG, id, NULL);
+      break;
+    case T_EXEC: do_exec(id, f, nf); break;
+    case T_SET_CLOCK: do_set_clock(id, f, nf); break;
+    default: send_error(id, "unknown request type %u", type); break;
+  }
+}
+
+// ---- the channel: frames in, resynchronising on the magic after garbage ----
+static unsigned char* g_in;
+static size_t g_in_len;
+
+static void serve(void) {
+  g_in = malloc(kMaxRequest + kHeader);
+  if (!g_in) { klog("sbx-agent: out of memory"); return; }
+  for (;;) {
+    // Parse what we have.
+    for (;;) {
+      if (g_in_len < kHeader) {
+        // Keep only a possible start of the magic.
+        if (g_in_len && memcmp(g_in, "SBXV", g_in_len < 4 ? g_in_len : 4) != 0) goto garbage;
+        break;
+      }
+      if (memcmp(g_in, "SBXV", 4) != 0) goto garbage;
+      {
+        unsigned ver = g_in[4], type = g_in[5];
+        unsigned flags = (unsigned)get_le(g_in + 6, 2);
+        uint32_t id = (uint32_t)get_le(g_in + 8, 4), len = (uint32_t)get_le(g_in + 12, 4);
+        if (ver != kVersion) { send_error(id, "protocol version %u, this agent speaks %d", ver, kVersion); goto skip1; }
+        if (flags) { send_error(id, "flags 0x%x set; none are defined", flags); goto skip1; }
+        if (len > kMaxRequest) { send_error(id, "payload of %u bytes, over the %d limit", len, kMaxRequest); goto skip1; }
+        if (g_in_len < kHeader + (size_t)len) break;
+        handle(type, id, g_in + kHeader, len);
+        memmove(g_in, g_in + kHeader + len, g_in_len - kHeader - len);
+        g_in_len -= kHeader + len;
+        continue;
+      }
+    garbage : {
+      size_t skip = 1;
+      while (skip < g_in_len && g_in[skip] != 'S') skip++;
+      send_error(0, "bad frame: %zu byte(s) that are not a frame header skipped", skip);
+      memmove(g_in, g_in + skip, g_in_len - skip);
+      g_in_len -= skip;
+      continue;
+    }
+    skip1:
+      memmove(g_in, g_in + 1, g_in_len - 1);
+      g_in_len -= 1;
+      {
+        size_t skip = 0;
+        while (skip < g_in_len && g_in[skip] != 'S') skip++;
+        memmove(g_in, g_in + skip, g_in_len - skip);
+        g_in_len -= skip;
+      }
+    }
+    struct pollfd pf = {.fd = g_port, .events = POLLIN};
+    int rc = poll(&pf, 1, -1);
+    if (rc < 0) continue;
+    if ((pf.revents & POLLHUP) && !(pf.revents & POLLIN)) {
+      // No host on the other end (between a snapshot and its restore): wait for one.
+      struct timespec ts = {0, 5000000};
+      nanosleep(&ts, NULL);
+      continue;
+    }
+    ssize_t r = read(g_port, g_in + g_in_len, kMaxRequest + kHeader - g_in_len);
+    if (r < 0) {
+      if (errno != EINTR && errno != EAGAIN) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+      }
+      continue;
+    }
+    if (r == 0) {
+      struct timespec ts = {0, 5000000};
+      nanosleep(&ts, NULL);
+      continue;
+    }
+    g_in_len += (size_t)r;
+  }
+}
+
+// ---- boot ----
+static void load_modules(void) {
+  FILE* f = fopen("/etc/sbx-modules", "re");
+  if (!f) return;
+  char name[64];
+  while (fscanf(f, "%63s", name) == 1) {
+    char path[128];
+    snprintf(path, sizeof path, "/lib/modules/%s.ko", name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { klog("sbx-agent: %s: %s", path, strerror(errno)); continue; }
+    if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
+      klog("sbx-agent: loading %s: %s", path, strerror(errno));
+    close(fd);
+  }
+  fclose(f);
+}
+
+// The device node of the port named PORT_NAME, waiting for the driver to add it.
+static int open_port(void) {
+  for (int tries = 0; tries < 2000; tries++) {
+    DIR* d = opendir("/sys/class/virtio-ports");
+    if (d) {
+      struct dirent* e;
+      while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], name[64];
+        snprintf(path, sizeof path, "/sys/class/virtio-ports/%s/name", e->d_name);
+        if (read_file(path, name, sizeof name) <= 0) continue;
+        name[strcspn(name, "\n")] = 0;
+        if (strcmp(name, PORT_NAME) != 0) continue;
+        snprintf(path, sizeof path, "/dev/%s", e->d_name);
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd >= 0) {
+          closedir(d);
+          return fd;
+        }
+      }
+      closedir(d);
+    }
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  return -1;
+}
+
+static void setup_cgroups(void) {
+  mkdir("/sys/fs/cgroup", 0755);
+  if (mount("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0) {
+    if (write_file("/sys/fs/cgroup/cgroup.subtree_control", "+memory +pids") == 0 ||
+        write_file("/sys/fs/cgroup/cgroup.subtree_control", "+memory") == 0) {
+      g_cgroup_v2 = 1;
+      return;
+    }
+    klog("sbx-agent: cgroup2 has no memory controller: %s", strerror(errno));
+    umount("/sys/fs/cgroup");
+  }
+  if (mount("cgroup", "/sys/fs/cgroup", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=755") == 0 &&
+      mkdir("/sys/fs/cgroup/memory", 0755) == 0 &&
+      mount("memory", "/sys/fs/cgroup/memory", "cgroup", MS_NOSUID | MS_NODEV | MS_NOEXEC, "memory") == 0) {
+    g_cgroup_v2 = 0;
+    return;
+  }
+  klog("sbx-agent: no memory cgroup: commands run without a memory limit");
+  g_cgroup_v2 = -1;
+}
+
+int main(void) {
+  if (getpid() != 1) {
+    fprintf(stderr, "sbx-agent: I am the guest's PID 1 (docs/microvm.md); not starting\n");
+    return 2;
+  }
+  mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+  mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+  mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+  mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+  sethostname("sandbox", 7);
+  signal(SIGPIPE, SIG_IGN);
+  setup_cgroups();
+  load_modules();
+  g_port = open_port();
+  if (g_port < 0) {
+    klog("sbx-agent: no virtio-serial port named %s; powering off", PORT_NAME);
+    reboot(RB_POWER_OFF);
+    for (;;) pause();
+  }
+  struct utsname u;
+  uname(&u);
+  struct buf b = {0};
+  field_str(&b, Y_VERSION, AGENT_VERSION);
+  field_str(&b, Y_KERNEL, u.release);
+  field_str(&b, Y_CGROUP, g_cgroup_v2 > 0 ? "v2" : g_cgroup_v2 == 0 ? "v1" : "none");
+  send_frame(T_READY, 0, &b);
+  free(b.p);
+  serve();
+  for (;;) pause();
+}
