@@ -222,9 +222,18 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
   // LC-5 execute with the timeout armed; watch output, the exit, OOM and the disk quota.
   auto t_exec = Clock::now();
   WatchHooks hooks;
-  hooks.terminate = [this] { SignalAll(SIGTERM); };
-  hooks.kill = [this]() -> std::optional<std::chrono::milliseconds> {
+  // A served command (the wasm host runs it in a fresh instance; init_client.h) is interrupted
+  // in the engine at its deadline by the host itself, which then answers: no SIGTERM is sent.
+  // A SIGTERM sent through sbx-init travels apart from the commands (another socket), so it
+  // could land in the host after its answer, in the NEXT command. At the end of the grace
+  // period the host is killed, and not used again whatever it still sends.
+  const bool served = started->served;
+  hooks.terminate = [this, served] {
+    if (!served) SignalAll(SIGTERM);
+  };
+  hooks.kill = [this, served]() -> std::optional<std::chrono::milliseconds> {
     SignalAll(SIGKILL);
+    if (served) client_.DropPrespawned();
     return std::nullopt;
   };
   hooks.end_sandbox = [this] { SignalAll(SIGKILL); };
@@ -236,7 +245,6 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
   // The exit comes from sbx-init, as a message on the control socket.
   // A served command (the wasm host runs it in a fresh instance): the host's answer, or, if it
   // died, its exit from sbx-init.
-  const bool served = started->served;
   Status watched = watch.Run(
       [&] {
         std::vector<WatchSource> v{client_.ExitSource(exec_id, &exited, &wait_status)};
@@ -288,6 +296,8 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec, const std::map<std::st
     } else if (host_sig == SIGTERM) {
       r.reason += "; the instance was interrupted in the engine by SIGTERM";
     }
+    if (served && !client_.serving_alive())
+      r.reason += "; the serving host did not answer within the grace period and was killed";
   } else if (host_sig == SIGXCPU) {
     r.status = ExecStatus::kResourceExceeded;
     r.reason = fmt::format("CPU budget exceeded: the instance was interrupted in the engine after "
