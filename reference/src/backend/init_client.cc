@@ -500,6 +500,8 @@ WatchSource InitClient::ExitSource(uint32_t id, bool* exited, int* wait_status) 
               if (eh.type == ip::kExited && eh.id == id) {
                 *exited = true;
                 *wait_status = eh.a;
+                // The serving host's own exit may come before its socket's EOF is read.
+                if (server_ && server_->id == id) server_->dead = true;
               } else {
                 Dispatch(eh);
               }
