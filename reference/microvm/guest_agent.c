@@ -9,16 +9,29 @@
 //                               OOM and timeout flags)
 //   SET_CLOCK  -> CLOCK_SET    (CLOCK_REALTIME and a reseed of the kernel RNG; sent after every
 //                               restore of a template clone)
-// It sends READY once, when it is listening. Frames (little-endian, version 1):
+//   CONFIGURE  -> CONFIGURED   (eth0 address and routes, tmpfs sizes under /sandbox, hostname;
+//                               once per clone)
+// Version 2: an EXEC may name a root (the /sandbox tree the host appends to the initramfs, made
+// read-only at boot with tmpfs mounts where commands write): the command then runs chrooted
+// there, in new PID and mount namespaces (a tiny reaper is PID 1 of the namespace and relays the
+// command's status), with a fresh /proc, as a given uid/gid without capabilities and with
+// no_new_privs, under pids.max and RLIMIT_NOFILE; at the deadline SIGTERM, then kill after a grace.
+// It sends READY once, when it is listening. Frames (little-endian, version 2):
 //   magic "SBXV" | u8 version | u8 type | u16 flags (0) | u32 id | u32 payload length
 //   payload = fields: u16 tag | u32 length | bytes
 // Every byte from the host is checked; a bad frame gets an ERROR reply (id 0 when the header
 // itself was unreadable, after which the agent resynchronises on the next magic). It never exits:
 // PID 1 exiting panics the guest.
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <linux/random.h>
 #include <poll.h>
 #include <signal.h>
@@ -32,7 +45,10 @@
 #include <sys/prctl.h>
 #include <sys/reboot.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/types.h>
@@ -41,11 +57,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define AGENT_VERSION "sbx-guest-agent/1"
+#define AGENT_VERSION "sbx-guest-agent/2"
+#define SANDBOX_ROOT "/sandbox"
 #define PORT_NAME "sbx.agent"
 
 enum {
-  kVersion = 1,
+  kVersion = 2,
   kHeader = 16,
   kMaxRequest = 1 << 20,  // host -> guest payload bound
   kMaxArgs = 4096,
@@ -53,27 +70,33 @@ enum {
   kMaxOutputLimit = 4 << 20,
 };
 enum {
-  T_PING = 1, T_EXEC = 2, T_SET_CLOCK = 3,
-  T_READY = 0x81, T_PONG = 0x82, T_EXEC_RESULT = 0x83, T_CLOCK_SET = 0x84, T_ERROR = 0xff,
+  T_PING = 1, T_EXEC = 2, T_SET_CLOCK = 3, T_CONFIGURE = 4,
+  T_READY = 0x81, T_PONG = 0x82, T_EXEC_RESULT = 0x83, T_CLOCK_SET = 0x84, T_CONFIGURED = 0x85,
+  T_ERROR = 0xff,
 };
 // EXEC fields
 enum { F_ARGV = 1, F_SHELL = 2, F_ENV = 3, F_CWD = 4, F_TIMEOUT_MS = 5, F_MEM_LIMIT = 6,
-       F_STDIN = 7, F_OUTPUT_LIMIT = 8 };
+       F_STDIN = 7, F_OUTPUT_LIMIT = 8, F_ROOT = 9, F_UID = 10, F_GID = 11, F_PIDS_LIMIT = 12,
+       F_NOFILE = 13, F_TERM_GRACE_MS = 14 };
 // EXEC_RESULT fields
 enum { R_EXIT_CODE = 1, R_SIGNAL = 2, R_STDOUT = 3, R_STDERR = 4, R_STDOUT_TRUNC = 5,
        R_STDERR_TRUNC = 6, R_CPU_USEC = 7, R_PEAK_MEM = 8, R_OOM = 9, R_TIMED_OUT = 10,
-       R_WALL_USEC = 11, R_START_ERROR = 12 };
+       R_WALL_USEC = 11, R_START_ERROR = 12, R_DISK_FREE = 13, R_DISK_USED = 14 };
 // SET_CLOCK fields / CLOCK_SET fields
 enum { C_REALTIME_NS = 1, C_SEED = 2 };
 enum { C_GUEST_NS_BEFORE = 1, C_RESEEDED = 2 };
 // READY fields
-enum { Y_VERSION = 1, Y_KERNEL = 2, Y_CGROUP = 3 };
+enum { Y_VERSION = 1, Y_KERNEL = 2, Y_CGROUP = 3, Y_HAS_ROOT = 4 };
+// CONFIGURE fields
+enum { G_ADDRESS = 1, G_PREFIX = 2, G_GATEWAY = 3, G_DISK_BYTES = 4, G_HOSTNAME = 5 };
 // ERROR fields
 enum { E_MESSAGE = 1 };
 
 static int g_port = -1;
 static int g_cgroup_v2;         // 1: cgroup2 at /sys/fs/cgroup; 0: v1 memory at .../memory; -1: none
 static unsigned g_exec_seq;
+static int g_has_root;          // /sandbox prepared at boot (read-only, tmpfs mounts, /dev)
+static int g_configured;        // CONFIGURE done
 
 static void klog(const char* fmt, ...) {
   char buf[512];
@@ -283,6 +306,9 @@ struct exec_req {
   const unsigned char* in;
   uint32_t in_len;
   uint32_t out_limit;
+  char* root;                   // v2: chroot + new PID and mount namespaces
+  uint32_t uid, gid, pids_limit, nofile, term_grace_ms;
+  int have_uid, have_gid;
 };
 
 static void free_req(struct exec_req* r) {
@@ -292,6 +318,7 @@ static void free_req(struct exec_req* r) {
   free(r->env);
   free(r->shell);
   free(r->cwd);
+  free(r->root);
 }
 
 // Parses EXEC's fields; 0 or -1 with a message in why.
@@ -302,6 +329,7 @@ static int parse_exec(const struct fieldref* f, int nf, struct exec_req* r, char
   r->env = calloc(kMaxArgs + 1, sizeof(char*));
   if (!r->argv || !r->env) { snprintf(why, wn, "out of memory"); return -1; }
   int have_timeout = 0, have_mem = 0, have_in = 0, have_limit = 0;
+  int have_u32[3] = {0, 0, 0};  // pids_limit, nofile, term_grace_ms
   for (int i = 0; i < nf; i++) {
     switch (f[i].tag) {
       case F_ARGV:
@@ -345,6 +373,32 @@ static int parse_exec(const struct fieldref* f, int nf, struct exec_req* r, char
         r->out_limit = (uint32_t)get_le(f[i].d, 4);
         if (r->out_limit > kMaxOutputLimit) { snprintf(why, wn, "output_limit over %d", kMaxOutputLimit); return -1; }
         break;
+      case F_ROOT:
+        if (r->root) { snprintf(why, wn, "root given twice"); return -1; }
+        r->root = field_cstr(&f[i]);
+        if (!r->root) { snprintf(why, wn, "root holds a NUL byte"); return -1; }
+        if (r->root[0] != '/' || f[i].n > 200) { snprintf(why, wn, "root must be an absolute path of at most 200 bytes"); return -1; }
+        break;
+      case F_UID:
+      case F_GID: {
+        int* have = f[i].tag == F_UID ? &r->have_uid : &r->have_gid;
+        const char* what = f[i].tag == F_UID ? "uid" : "gid";
+        if (f[i].n != 4 || (*have)++) { snprintf(why, wn, "%s: want one u32", what); return -1; }
+        uint32_t v = (uint32_t)get_le(f[i].d, 4);
+        if (v == UINT32_MAX) { snprintf(why, wn, "%s 4294967295 is not an id", what); return -1; }
+        *(f[i].tag == F_UID ? &r->uid : &r->gid) = v;
+        break;
+      }
+      case F_PIDS_LIMIT:
+      case F_NOFILE:
+      case F_TERM_GRACE_MS: {
+        int k = (int)f[i].tag - F_PIDS_LIMIT;
+        const char* what = k == 0 ? "pids_limit" : k == 1 ? "nofile" : "term_grace_ms";
+        uint32_t* dst = k == 0 ? &r->pids_limit : k == 1 ? &r->nofile : &r->term_grace_ms;
+        if (f[i].n != 4 || have_u32[k]++) { snprintf(why, wn, "%s: want one u32", what); return -1; }
+        *dst = (uint32_t)get_le(f[i].d, 4);
+        break;
+      }
       default:
         snprintf(why, wn, "unknown exec field %u", f[i].tag);
         return -1;
@@ -368,7 +422,11 @@ static int parse_exec(const struct fieldref* f, int nf, struct exec_req* r, char
 
 // The command's cgroup: path in cg (v2: /sys/fs/cgroup/sbx-cmd-N; v1: .../memory/sbx-cmd-N).
 static int make_cgroup(const struct exec_req* r, char* cg, size_t n) {
-  if (g_cgroup_v2 < 0) { cg[0] = 0; return 0; }
+  if (g_cgroup_v2 < 0) {
+    cg[0] = 0;
+    if (r->pids_limit) { errno = ENOTSUP; return -1; }
+    return 0;
+  }
   snprintf(cg, n, "%s/sbx-cmd-%u", g_cgroup_v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory",
            ++g_exec_seq);
   if (mkdir(cg, 0755) < 0 && errno != EEXIST) return -1;
@@ -381,6 +439,16 @@ static int make_cgroup(const struct exec_req* r, char* cg, size_t n) {
     write_file(path, "0");  // no swap in the guest anyway
     snprintf(path, sizeof path, "%s/memory.oom.group", cg);
     write_file(path, "1");
+    if (r->pids_limit) {
+      // With a root the namespace's reaper is one of the cgroup's processes: it does not count
+      // against the command's allowance.
+      snprintf(path, sizeof path, "%s/pids.max", cg);
+      snprintf(val, sizeof val, "%llu", (unsigned long long)r->pids_limit + (r->root ? 1 : 0));
+      if (write_file(path, val) < 0) return -1;
+    }
+  } else if (r->pids_limit) {
+    errno = ENOTSUP;  // cgroup v1 fallback: memory controller only
+    return -1;
   } else if (r->mem_limit) {
     snprintf(path, sizeof path, "%s/memory.limit_in_bytes", cg);
     if (write_file(path, val) < 0) return -1;
@@ -439,11 +507,144 @@ static void drain(struct out_stream* s) {
   }
 }
 
+// SIGTERM to every process of the command (at the deadline, when a grace is asked for). With a
+// root the namespace's reaper (our child, pid) is skipped: it has nothing to stop.
+static void term_cgroup(const char* cg, pid_t pid, int skip_pid) {
+  if (!cg[0]) {
+    kill(-pid, SIGTERM);
+    return;
+  }
+  char path[256], text[8192];
+  snprintf(path, sizeof path, "%s/cgroup.procs", cg);
+  if (read_file(path, text, sizeof text) <= 0) return;
+  for (char* s = text; *s;) {
+    long p = strtol(s, &s, 10);
+    if (p > 1 && !(skip_pid && p == pid)) kill((pid_t)p, SIGTERM);
+    while (*s == '\n') s++;
+  }
+}
+
+// ---- the forked side of EXEC (only async-signal-safe work, plus fork in the reaper) ----
+enum { S_CGROUP = 1, S_CWD = 2, S_EXEC = 3, S_PROC = 4, S_ROOT = 5, S_NOFILE = 6, S_IDS = 7,
+       S_FORK = 8 };
+struct child_ctx {
+  const struct exec_req* r;
+  const char* cg;
+  char** envp;
+  const char* path_env;
+  int in, out, err;  // the command's stdio (pipe ends)
+  int errfd;         // start errors: {stage, errno}, CLOEXEC
+  int statfd;        // with a root: the reaper writes the command's wait status here
+  int agent_fds[5];  // the agent's ends of those pipes: the reaper, which never execs, closes them
+};
+
+static void child_fail(const struct child_ctx* c, int stage) {
+  int e[2] = {stage, errno};
+  ssize_t w = write(c->errfd, e, sizeof e);
+  (void)w;
+  _exit(127);
+}
+
+static void join_cgroup(const struct child_ctx* c) {
+  if (!c->cg[0]) return;
+  char p[256];
+  snprintf(p, sizeof p, "%s/cgroup.procs", c->cg);
+  if (write_file(p, "0") < 0) child_fail(c, S_CGROUP);
+}
+
+static void command_stdio(const struct child_ctx* c) {
+  dup2(c->in, 0);
+  dup2(c->out, 1);
+  dup2(c->err, 2);
+}
+
+// RLIMIT_NOFILE, then the identity: no supplementary groups, gid, uid; with uid != 0 the
+// capability bounding set is emptied too (setuid already clears the permitted and effective
+// sets), and no_new_privs is set so that nothing the command runs gains privileges.
+static void drop_privileges(const struct child_ctx* c) {
+  const struct exec_req* r = c->r;
+  if (r->nofile) {
+    struct rlimit rl = {.rlim_cur = r->nofile, .rlim_max = r->nofile};
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) child_fail(c, S_NOFILE);
+  }
+  if (r->uid != 0)
+    for (int cap = 0; cap < 64; cap++)
+      if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+        if (errno == EINVAL) break;  // past the last capability
+        child_fail(c, S_IDS);
+      }
+  if (r->root || r->have_uid || r->have_gid) {
+    if (setgroups(0, NULL) < 0 || setresgid(r->gid, r->gid, r->gid) < 0 ||
+        setresuid(r->uid, r->uid, r->uid) < 0)
+      child_fail(c, S_IDS);
+  }
+  if ((r->root || r->uid != 0) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) child_fail(c, S_IDS);
+}
+
+static void exec_command(const struct child_ctx* c) {
+  signal(SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  if (!strchr(c->r->argv[0], '/')) setenv("PATH", c->path_env, 1);  // execvpe's search path
+  execvpe(c->r->argv[0], c->r->argv, c->envp);
+  child_fail(c, S_EXEC);
+}
+
+// PID 1 of the command's PID namespace, in its own mount namespace: mounts a fresh proc in the
+// root, changes root, drops privileges (so it holds nothing the command could use), forks the
+// command, reaps every orphan, and when the command exits reports its wait status and exits:
+// the kernel then kills whatever is left in the namespace.
+static void reaper(const struct child_ctx* c) {
+  const struct exec_req* r = c->r;
+  setsid();
+  join_cgroup(c);
+  if (g_port >= 0) close(g_port);
+  for (int i = 0; i < 5; i++)
+    if (c->agent_fds[i] >= 0) close(c->agent_fds[i]);
+  mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);  // nothing we mount leaks out
+  char proc[256];
+  snprintf(proc, sizeof proc, "%s/proc", r->root);
+  if (mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) child_fail(c, S_PROC);
+  if (chroot(r->root) < 0 || chdir("/") < 0) child_fail(c, S_ROOT);
+  drop_privileges(c);
+  if (r->cwd && chdir(r->cwd) < 0) child_fail(c, S_CWD);
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, NULL);  // PID 1 of the namespace: only the agent's SIGKILL ends it
+  pid_t cmd = fork();
+  if (cmd < 0) child_fail(c, S_FORK);
+  if (cmd == 0) {
+    setsid();
+    command_stdio(c);
+    exec_command(c);
+  }
+  close(c->errfd);
+  close(c->in);
+  close(c->out);
+  close(c->err);
+  for (;;) {
+    int st;
+    pid_t w = waitpid(-1, &st, 0);
+    if (w == cmd) {
+      ssize_t n = write(c->statfd, &st, sizeof st);
+      (void)n;
+      _exit(0);
+    }
+    if (w < 0 && errno != EINTR) _exit(127);
+  }
+}
+
 static void do_exec(uint32_t id, const struct fieldref* f, int nf) {
   struct exec_req r;
   char why[256];
   if (parse_exec(f, nf, &r, why, sizeof why) < 0) {
     send_error(id, "bad exec request: %s", why);
+    free_req(&r);
+    return;
+  }
+  if (r.pids_limit && g_cgroup_v2 != 1) {
+    send_error(id, "pids_limit needs cgroup v2 (this guest has %s)", g_cgroup_v2 == 0 ? "v1" : "none");
     free_req(&r);
     return;
   }
@@ -454,70 +655,65 @@ static void do_exec(uint32_t id, const struct fieldref* f, int nf) {
     free_req(&r);
     return;
   }
-  int outp[2], errp[2], inp[2], errpipe[2];
+  int outp[2], errp[2], inp[2], errpipe[2], statp[2] = {-1, -1};
   if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(inp, O_CLOEXEC) < 0 ||
-      pipe2(errpipe, O_CLOEXEC) < 0) {
+      pipe2(errpipe, O_CLOEXEC) < 0 || (r.root && pipe2(statp, O_CLOEXEC | O_NONBLOCK) < 0)) {
     send_error(id, "pipe: %s", strerror(errno));
     kill_cgroup(cg, 1);
     free_req(&r);
     return;
   }
   static char* default_env[] = {"PATH=/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/root", NULL};
-  char** envp = r.envc ? r.env : default_env;
-  const char* path_env = "/bin:/sbin:/usr/bin:/usr/sbin";
+  struct child_ctx c = {
+      .r = &r,
+      .cg = cg,
+      .envp = r.envc ? r.env : default_env,
+      .path_env = "/bin:/sbin:/usr/bin:/usr/sbin",
+      .in = inp[0],
+      .out = outp[1],
+      .err = errp[1],
+      .errfd = errpipe[1],
+      .statfd = statp[1],
+      .agent_fds = {outp[0], errp[0], inp[1], errpipe[0], statp[0]},
+  };
   for (int i = 0; i < r.envc; i++)
-    if (strncmp(r.env[i], "PATH=", 5) == 0) path_env = r.env[i] + 5;
+    if (strncmp(r.env[i], "PATH=", 5) == 0) c.path_env = r.env[i] + 5;
   uint64_t t0 = now_ns(CLOCK_MONOTONIC);
-  pid_t pid = fork();
-  if (pid == 0) {
-    // The command: its own session, in its cgroup, stdio on the pipes.
-    setsid();
-    if (cg[0]) {
-      char p[256];
-      snprintf(p, sizeof p, "%s/cgroup.procs", cg);
-      if (write_file(p, "0") < 0) {
-        int e[2] = {1, errno};
-        ssize_t w = write(errpipe[1], e, sizeof e);
-        (void)w;
-        _exit(127);
-      }
+  pid_t pid;
+  if (r.root) {
+    // A fork that is PID 1 of a new PID namespace, in a new mount namespace: the reaper.
+    pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, NULL, NULL, NULL, NULL);
+    if (pid == 0) reaper(&c);
+  } else {
+    pid = fork();
+    if (pid == 0) {
+      // The command: its own session, in its cgroup, stdio on the pipes.
+      setsid();
+      join_cgroup(&c);
+      command_stdio(&c);
+      drop_privileges(&c);
+      if (r.cwd && chdir(r.cwd) < 0) child_fail(&c, S_CWD);
+      exec_command(&c);
     }
-    dup2(inp[0], 0);
-    dup2(outp[1], 1);
-    dup2(errp[1], 2);
-    signal(SIGPIPE, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    if (r.cwd && chdir(r.cwd) < 0) {
-      int e[2] = {2, errno};
-      ssize_t w = write(errpipe[1], e, sizeof e);
-      (void)w;
-      _exit(127);
-    }
-    if (!strchr(r.argv[0], '/')) setenv("PATH", path_env, 1);  // execvpe's search path
-    execvpe(r.argv[0], r.argv, envp);
-    int e[2] = {3, errno};
-    ssize_t w = write(errpipe[1], e, sizeof e);
-    (void)w;
-    _exit(127);
   }
   close(outp[1]);
   close(errp[1]);
   close(inp[0]);
   close(errpipe[1]);
+  if (statp[1] >= 0) close(statp[1]);
   if (pid < 0) {
     int e = errno;
     close(outp[0]);
     close(errp[0]);
     close(inp[1]);
     close(errpipe[0]);
-    send_error(id, "fork: %s", strerror(e));
+    if (statp[0] >= 0) close(statp[0]);
+    send_error(id, "%s: %s", r.root ? "clone" : "fork", strerror(e));
     kill_cgroup(cg, 1);
     free_req(&r);
     return;
   }
-  int start_err[2] = {0, 0};  // {stage: 1 cgroup, 2 cwd, 3 exec; errno}
+  int start_err[2] = {0, 0};  // {stage (S_*), errno}
   {
     ssize_t n;
     do n = read(errpipe[0], start_err, sizeof start_err);
@@ -534,7 +730,8 @@ static void do_exec(uint32_t id, const struct fieldref* f, int nf) {
   if (infd >= 0) fcntl(infd, F_SETFL, O_NONBLOCK);
   if (infd >= 0 && r.in_len == 0) { close(infd); infd = -1; }
   uint64_t deadline = r.timeout_ms ? t0 + (uint64_t)r.timeout_ms * 1000000ull : 0;
-  int exited = 0, timed_out = 0, status = 0;
+  uint64_t kill_at = 0;  // after the deadline: end of the SIGTERM grace
+  int exited = 0, timed_out = 0, killed = 0, status = 0;
   struct rusage ru;
   memset(&ru, 0, sizeof ru);
   while (!exited || so.fd >= 0 || se.fd >= 0) {
@@ -546,9 +743,10 @@ static void do_exec(uint32_t id, const struct fieldref* f, int nf) {
     if (!exited && pidfd >= 0) { pp = n; pf[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN}; }
     int wait_ms = -1;
     if (!exited && pidfd < 0) wait_ms = 10;  // no pidfd (old kernel): poll the child
-    if (deadline && !timed_out) {
+    uint64_t next = !exited && deadline && !timed_out ? deadline : !exited && timed_out && !killed ? kill_at : 0;
+    if (next) {
       uint64_t now = now_ns(CLOCK_MONOTONIC);
-      int left = now >= deadline ? 0 : (int)((deadline - now) / 1000000ull) + 1;
+      int left = now >= next ? 0 : (int)((next - now) / 1000000ull) + 1;
       if (wait_ms < 0 || left < wait_ms) wait_ms = left;
     }
     int rc = poll(pf, (nfds_t)n, wait_ms);
@@ -568,12 +766,22 @@ static void do_exec(uint32_t id, const struct fieldref* f, int nf) {
       if (w == pid) {
         exited = 1;
         // The command is over: whatever it left running in its cgroup goes with it, so that
-        // the pipes reach end of file.
+        // the pipes reach end of file. (With a root the kernel has already killed the rest of
+        // the PID namespace when its reaper exited.)
         kill_cgroup(cg, 0);
       }
     }
-    if (deadline && !timed_out && now_ns(CLOCK_MONOTONIC) >= deadline && !exited) {
+    if (!exited && deadline && !timed_out && now_ns(CLOCK_MONOTONIC) >= deadline) {
       timed_out = 1;
+      if (r.term_grace_ms) {
+        term_cgroup(cg, pid, r.root != NULL);
+        kill_at = now_ns(CLOCK_MONOTONIC) + (uint64_t)r.term_grace_ms * 1000000ull;
+      } else {
+        kill_at = now_ns(CLOCK_MONOTONIC);
+      }
+    }
+    if (!exited && timed_out && !killed && now_ns(CLOCK_MONOTONIC) >= kill_at) {
+      killed = 1;
       kill(-pid, SIGKILL);
       kill(pid, SIGKILL);
       kill_cgroup(cg, 0);
@@ -582,6 +790,13 @@ static void do_exec(uint32_t id, const struct fieldref* f, int nf) {
   if (!exited) {  // poll failed: make sure
     kill(pid, SIGKILL);
     wait4(pid, &status, 0, &ru);
+  }
+  if (statp[0] >= 0) {
+    // The reaper's report of the command's own wait status (absent when the reaper was killed,
+    // at the deadline, or failed before the command started: then its own status stands).
+    int st;
+    if (read(statp[0], &st, sizeof st) == (ssize_t)sizeof st) status = st;
+    close(statp[0]);
   }
   if (infd >= 0) close(infd);
   if (pidfd >= 0) close(pidfd);
@@ -615,12 +830,17 @@ static void do_exec(uint32_t id, const struct fieldref* f, int nf) {
   struct buf b = {0};
   if (start_err[0]) {
     char msg[300];
-    if (start_err[0] == 1)
-      snprintf(msg, sizeof msg, "cannot join the command's cgroup %s: %s", cg, strerror(start_err[1]));
-    else if (start_err[0] == 2)
-      snprintf(msg, sizeof msg, "cannot change to %s: %s", r.cwd, strerror(start_err[1]));
-    else
-      snprintf(msg, sizeof msg, "cannot start %s: %s", r.argv[0], strerror(start_err[1]));
+    const char* e = strerror(start_err[1]);
+    switch (start_err[0]) {
+      case S_CGROUP: snprintf(msg, sizeof msg, "cannot join the command's cgroup %s: %s", cg, e); break;
+      case S_CWD: snprintf(msg, sizeof msg, "cannot change to %s: %s", r.cwd, e); break;
+      case S_PROC: snprintf(msg, sizeof msg, "cannot mount proc on %s/proc: %s", r.root, e); break;
+      case S_ROOT: snprintf(msg, sizeof msg, "cannot change root to %s: %s", r.root, e); break;
+      case S_NOFILE: snprintf(msg, sizeof msg, "cannot set RLIMIT_NOFILE to %u: %s", r.nofile, e); break;
+      case S_IDS: snprintf(msg, sizeof msg, "cannot switch to uid %u gid %u: %s", r.uid, r.gid, e); break;
+      case S_FORK: snprintf(msg, sizeof msg, "cannot fork the command in its namespace: %s", e); break;
+      default: snprintf(msg, sizeof msg, "cannot start %s: %s", r.argv[0], e); break;
+    }
     field_str(&b, R_START_ERROR, msg);
   }
   if (WIFEXITED(status)) field_u32(&b, R_EXIT_CODE, (uint32_t)WEXITSTATUS(status));
@@ -634,6 +854,25 @@ static void do_exec(uint32_t id, const struct fieldref* f, int nf) {
   field_u8(&b, R_OOM, ooms > 0);
   field_u8(&b, R_TIMED_OUT, (unsigned)timed_out);
   field_u64(&b, R_WALL_USEC, wall);
+  if (r.root) {
+    // The writable mounts of the root after the command: the least space left on any of them
+    // and what they hold together (the host reports a full one as the disk quota's breach).
+    uint64_t free_min = UINT64_MAX, used = 0;
+    static const char* const kWritable[] = {"/work", "/tmp", "/var/tmp"};
+    for (size_t i = 0; i < sizeof kWritable / sizeof *kWritable; i++) {
+      char path[300];
+      struct statvfs sv;
+      snprintf(path, sizeof path, "%s%s", r.root, kWritable[i]);
+      if (statvfs(path, &sv) != 0) continue;
+      uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+      if (avail < free_min) free_min = avail;
+      used += (uint64_t)(sv.f_blocks - sv.f_bfree) * sv.f_frsize;
+    }
+    if (free_min != UINT64_MAX) {
+      field_u64(&b, R_DISK_FREE, free_min);
+      field_u64(&b, R_DISK_USED, used);
+    }
+  }
   if (b.failed) send_error(id, "out of memory building the result");
   else send_frame(T_EXEC_RESULT, id, &b);
   free(b.p);
@@ -698,6 +937,244 @@ static void do_set_clock(uint32_t id, const struct fieldref* f, int nf) {
   free(b.p);
 }
 
+// A directory that is the root of a mount (its device differs from its parent's).
+static int is_mount_point(const char* path) {
+  struct stat a, b;
+  char parent[300];
+  snprintf(parent, sizeof parent, "%s/..", path);
+  return stat(path, &a) == 0 && S_ISDIR(a.st_mode) && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
+}
+
+static int is_dir(const char* path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// /sandbox (a second newc archive the host appends: the tool image's rootfs) as the commands'
+// root: read-only, with tmpfs where commands write and a tiny /dev. A mount whose directory the
+// image lacks is skipped (the root is read-only: nothing is created in it). 1 when done.
+static int prepare_root(void) {
+  const char* R = SANDBOX_ROOT;
+  if (!is_dir(R)) return 0;
+  if (mount(R, R, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+      mount(NULL, R, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0) {
+    klog("sbx-agent: making %s a read-only bind mount: %s", R, strerror(errno));
+    umount2(R, MNT_DETACH);
+    return 0;
+  }
+  static const struct {
+    const char* dir;
+    const char* opts;
+  } tmpfs[] = {
+      {"/work", "mode=0755,uid=1000,gid=1000"},
+      {"/tmp", "mode=1777"},
+      {"/var/tmp", "mode=1777"},
+      {"/run", "mode=0755"},
+      {"/home/sandbox", "mode=0700,uid=1000,gid=1000"},
+  };
+  char path[128];
+  for (size_t i = 0; i < sizeof tmpfs / sizeof tmpfs[0]; i++) {
+    snprintf(path, sizeof path, "%s%s", R, tmpfs[i].dir);
+    if (!is_dir(path)) continue;
+    if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, tmpfs[i].opts) < 0) {
+      klog("sbx-agent: tmpfs on %s: %s", path, strerror(errno));
+      return 0;
+    }
+  }
+  snprintf(path, sizeof path, "%s/dev", R);
+  if (is_dir(path)) {
+    if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=1m,nr_inodes=64") < 0) {
+      klog("sbx-agent: tmpfs on %s: %s", path, strerror(errno));
+      return 0;
+    }
+    static const struct {
+      const char* name;
+      unsigned minor;
+    } devs[] = {{"null", 3}, {"zero", 5}, {"full", 7}, {"random", 8}, {"urandom", 9}};
+    static const struct {
+      const char* name;
+      const char* target;
+    } links[] = {{"fd", "/proc/self/fd"},
+                 {"stdin", "/proc/self/fd/0"},
+                 {"stdout", "/proc/self/fd/1"},
+                 {"stderr", "/proc/self/fd/2"}};
+    char p[160];
+    for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++) {
+      snprintf(p, sizeof p, "%s/%s", path, devs[i].name);
+      if (mknod(p, S_IFCHR | 0666, makedev(1, devs[i].minor)) < 0 || chmod(p, 0666) < 0) {
+        klog("sbx-agent: mknod %s: %s", p, strerror(errno));
+        return 0;
+      }
+    }
+    snprintf(p, sizeof p, "%s/shm", path);
+    if (mkdir(p, 01777) < 0 || chmod(p, 01777) < 0) {
+      klog("sbx-agent: mkdir %s: %s", p, strerror(errno));
+      return 0;
+    }
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+      snprintf(p, sizeof p, "%s/%s", path, links[i].name);
+      if (symlink(links[i].target, p) < 0) {
+        klog("sbx-agent: symlink %s: %s", p, strerror(errno));
+        return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+// ---- network (ioctls on an AF_INET socket; no netlink, no busybox) ----
+static int set_addr(int s, const char* ifname, unsigned long req, in_addr_t a) {
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname);
+  struct sockaddr_in* sin = (struct sockaddr_in*)&ifr.ifr_addr;
+  sin->sin_family = AF_INET;
+  sin->sin_addr.s_addr = a;
+  return ioctl(s, req, &ifr);
+}
+static int set_up(int s, const char* ifname) {
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname);
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) return -1;
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  return ioctl(s, SIOCSIFFLAGS, &ifr);
+}
+static int add_route(int s, in_addr_t dst, in_addr_t mask, in_addr_t gw, const char* dev) {
+  struct rtentry rt;
+  memset(&rt, 0, sizeof rt);
+  struct sockaddr_in* d = (struct sockaddr_in*)&rt.rt_dst;
+  struct sockaddr_in* m = (struct sockaddr_in*)&rt.rt_genmask;
+  struct sockaddr_in* g = (struct sockaddr_in*)&rt.rt_gateway;
+  d->sin_family = m->sin_family = g->sin_family = AF_INET;
+  d->sin_addr.s_addr = dst;
+  m->sin_addr.s_addr = mask;
+  g->sin_addr.s_addr = gw;
+  rt.rt_flags = RTF_UP | (gw ? RTF_GATEWAY : 0) | (mask == 0xffffffffu ? RTF_HOST : 0);
+  rt.rt_dev = (char*)dev;
+  return ioctl(s, SIOCADDRT, &rt);
+}
+
+// lo up with 127.0.0.1/8 (at boot).
+static void loopback_up(void) {
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) { klog("sbx-agent: socket: %s", strerror(errno)); return; }
+  if (set_addr(s, "lo", SIOCSIFADDR, htonl(INADDR_LOOPBACK)) < 0 ||
+      set_addr(s, "lo", SIOCSIFNETMASK, htonl(0xff000000u)) < 0 || set_up(s, "lo") < 0)
+    klog("sbx-agent: bringing lo up: %s", strerror(errno));
+  close(s);
+}
+
+static int parse_ipv4(const struct fieldref* f, in_addr_t* out) {
+  char s[16];
+  if (f->n == 0 || f->n >= sizeof s || memchr(f->d, 0, f->n)) return -1;
+  memcpy(s, f->d, f->n);
+  s[f->n] = 0;
+  struct in_addr a;
+  if (inet_pton(AF_INET, s, &a) != 1) return -1;
+  *out = a.s_addr;
+  return 0;
+}
+
+static void do_configure(uint32_t id, const struct fieldref* f, int nf) {
+  in_addr_t addr = 0, gw = 0;
+  uint32_t prefix = 32;
+  uint64_t disk = 0;
+  char host[65] = "";
+  int have[6] = {0};
+  for (int i = 0; i < nf; i++) {
+    unsigned t = f[i].tag;
+    if (t < G_ADDRESS || t > G_HOSTNAME) {
+      send_error(id, "bad configure request: unknown field %u", t);
+      return;
+    }
+    if (have[t]++) { send_error(id, "bad configure request: field %u given twice", t); return; }
+    switch (t) {
+      case G_ADDRESS:
+      case G_GATEWAY:
+        if (parse_ipv4(&f[i], t == G_ADDRESS ? &addr : &gw) < 0) {
+          send_error(id, "bad configure request: %s is not a dotted IPv4 address",
+                     t == G_ADDRESS ? "address" : "gateway");
+          return;
+        }
+        break;
+      case G_PREFIX:
+        if (f[i].n != 4 || (prefix = (uint32_t)get_le(f[i].d, 4)) > 32) {
+          send_error(id, "bad configure request: prefix: want one u32 of at most 32");
+          return;
+        }
+        break;
+      case G_DISK_BYTES:
+        if (f[i].n != 8) { send_error(id, "bad configure request: disk_bytes: want one u64"); return; }
+        disk = get_le(f[i].d, 8);
+        break;
+      case G_HOSTNAME:
+        if (f[i].n == 0 || f[i].n > 64 || memchr(f[i].d, 0, f[i].n)) {
+          send_error(id, "bad configure request: hostname of 1..64 bytes without NUL wanted");
+          return;
+        }
+        memcpy(host, f[i].d, f[i].n);
+        host[f[i].n] = 0;
+        break;
+    }
+  }
+  if ((have[G_PREFIX] || have[G_GATEWAY]) && !have[G_ADDRESS]) {
+    send_error(id, "bad configure request: prefix or gateway without an address");
+    return;
+  }
+  if (g_configured) { send_error(id, "configure: already configured"); return; }
+  g_configured = 1;
+  if (have[G_ADDRESS]) {
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) { send_error(id, "configure: socket: %s", strerror(errno)); return; }
+    // The device appears when virtio_net probes it; it is there long before, but be patient.
+    for (int tries = 0; tries < 200 && if_nametoindex("eth0") == 0; tries++) {
+      struct timespec ts = {0, 10000000};
+      nanosleep(&ts, NULL);
+    }
+    in_addr_t mask = prefix ? htonl(0xffffffffu << (32 - prefix)) : 0;
+    const char* step = "address";
+    int ok = set_addr(s, "eth0", SIOCSIFADDR, addr) == 0 &&
+             (step = "netmask", set_addr(s, "eth0", SIOCSIFNETMASK, mask) == 0) &&
+             // SIOCSIFADDR set a classful broadcast: the subnet's, or none for /31 and /32
+             (step = "broadcast",
+              set_addr(s, "eth0", SIOCSIFBRDADDR, prefix >= 31 ? 0 : (addr | ~mask)) == 0) &&
+             (step = "up", set_up(s, "eth0") == 0);
+    if (ok && have[G_GATEWAY]) {
+      // A link-scope host route to the gateway (it need not be in the address's subnet), then
+      // the default route through it.
+      step = "route to the gateway";
+      ok = add_route(s, gw, 0xffffffffu, 0, "eth0") == 0 || errno == EEXIST;
+      if (ok) step = "default route", ok = add_route(s, 0, 0, gw, "eth0") == 0;
+    }
+    int e = errno;
+    close(s);
+    if (!ok) { send_error(id, "configure: eth0 %s: %s", step, strerror(e)); return; }
+  }
+  if (disk) {
+    // Where commands write: every writable tmpfs of the root gets the size (the initramfs's /tmp
+    // when no root was prepared).
+    static const char* const dirs[] = {"/work", "/tmp", "/var/tmp", "/run", "/home/sandbox"};
+    char opts[64];
+    snprintf(opts, sizeof opts, "size=%llu", (unsigned long long)disk);
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+      if (!g_has_root && strcmp(dirs[i], "/tmp") != 0) continue;
+      char path[128];
+      snprintf(path, sizeof path, "%s%s", g_has_root ? SANDBOX_ROOT : "", dirs[i]);
+      if (!is_mount_point(path)) continue;
+      if (mount("tmpfs", path, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, opts) < 0) {
+        send_error(id, "configure: remounting %s with %s: %s", path, opts, strerror(errno));
+        return;
+      }
+    }
+  }
+  if (host[0] && sethostname(host, strlen(host)) < 0) {
+    send_error(id, "configure: sethostname: %s", strerror(errno));
+    return;
+  }
+  send_frame(T_CONFIGURED, id, NULL);
+}
+
 static void handle(unsigned type, uint32_t id, const unsigned char* p, uint32_t n) {
   static struct fieldref f[2 * kMaxArgs + 16];
   const char* why = NULL;
@@ -710,6 +1187,7 @@ static void handle(unsigned type, uint32_t id, const unsigned char* p, uint32_t 
       break;
     case T_EXEC: do_exec(id, f, nf); break;
     case T_SET_CLOCK: do_set_clock(id, f, nf); break;
+    case T_CONFIGURE: do_configure(id, f, nf); break;
     default: send_error(id, "unknown request type %u", type); break;
   }
 }
@@ -866,7 +1344,13 @@ int main(void) {
   sethostname("sandbox", 7);
   signal(SIGPIPE, SIG_IGN);
   setup_cgroups();
+  // No IPv6 at all (the host side routes IPv4 only): before virtio_net makes eth0, so that the
+  // default applies to it, and for every existing device (lo).
+  write_file("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
+  write_file("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
   load_modules();
+  loopback_up();
+  g_has_root = prepare_root();
   g_port = open_port();
   if (g_port < 0) {
     klog("sbx-agent: no virtio-serial port named %s; powering off", PORT_NAME);
@@ -879,6 +1363,7 @@ int main(void) {
   field_str(&b, Y_VERSION, AGENT_VERSION);
   field_str(&b, Y_KERNEL, u.release);
   field_str(&b, Y_CGROUP, g_cgroup_v2 > 0 ? "v2" : g_cgroup_v2 == 0 ? "v1" : "none");
+  field_u8(&b, Y_HAS_ROOT, (unsigned)g_has_root);
   send_frame(T_READY, 0, &b);
   free(b.p);
   serve();

@@ -17,7 +17,6 @@ namespace {
 using Clock = CommandWatch::Clock;
 
 constexpr auto kDiskCheckEvery = std::chrono::milliseconds(50);
-constexpr int64_t kDiskFullBelow = 64 * 1024;  // RES-3: less than this free on /work is full
 
 Clock::duration Seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));

@@ -20,6 +20,9 @@
 
 namespace sbx::backend {
 
+// RES-3: less than this free on a sandbox's scratch space is a full disk (the quota reached).
+inline constexpr int64_t kDiskFullBelow = 64 * 1024;
+
 // The runtime's ends of a command's standard streams.
 struct CommandPipes {
   host::UniqueFd in_w;   // closed at once when the command gets no stdin

@@ -21,7 +21,7 @@ TEST(MicroVmProtocol, EncodesTheDocumentedLayout) {
   std::string b = Enc(f);
   ASSERT_EQ(b.size(), 16u + 6u + 2u);
   EXPECT_EQ(b.substr(0, 4), "SBXV");
-  EXPECT_EQ(b[4], 1);                      // version
+  EXPECT_EQ(b[4], 2);                      // version
   EXPECT_EQ(b[5], proto::kPing);           // type
   EXPECT_EQ(b.substr(6, 2), std::string(2, '\0'));  // flags
   EXPECT_EQ(b.substr(8, 4), std::string("\x04\x03\x02\x01", 4));  // id, little-endian
@@ -83,8 +83,8 @@ TEST(MicroVmProtocol, MalformedFramesAreNamedErrors) {
   ExpectBroken("hello", "bad magic 68656c6c");
   ExpectBroken("SBXW", "bad magic");
   std::string v = good;
-  v[4] = 2;
-  ExpectBroken(v, "protocol version 2");
+  v[4] = 1;
+  ExpectBroken(v, "protocol version 1, want 2");
   std::string fl = good;
   fl[6] = 1;
   ExpectBroken(fl, "flags 0x1");
@@ -141,6 +141,107 @@ TEST(MicroVmProtocol, ExecRequestValidation) {
   auto e = EncodeExecRequest(1, huge);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("limit"), std::string::npos);
+}
+
+// Version 2: the EXEC fields for a chrooted, unprivileged, limited command.
+TEST(MicroVmProtocol, ExecRequestV2Fields) {
+  ExecRequest r;
+  r.shell = "id -u";
+  r.cwd = "/work";
+  r.root = "/sandbox";
+  r.uid = 1000;
+  r.gid = 1000;
+  r.pids_limit = 20;
+  r.nofile = 32;
+  r.timeout_ms = 300;
+  r.term_grace_ms = 2000;
+  auto e = EncodeExecRequest(7, r);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  proto::Decoder d(proto::kMaxRequestPayload);
+  d.Feed(*e);
+  auto f = d.Next();
+  ASSERT_TRUE(f.ok() && f->has_value()) << f.status().ToString();
+  const proto::Frame& fr = **f;
+  EXPECT_EQ(fr.type, proto::kExec);
+  EXPECT_EQ(fr.id, 7u);
+  ASSERT_NE(fr.Find(proto::kRoot), nullptr);
+  EXPECT_EQ(fr.Find(proto::kRoot)->value, "/sandbox");
+  EXPECT_EQ(proto::kRoot, 9);
+  EXPECT_EQ(proto::kTermGraceMs, 14);
+  struct {
+    uint16_t tag;
+    uint32_t want;
+  } nums[] = {{proto::kUid, 1000}, {proto::kGid, 1000}, {proto::kPidsLimit, 20},
+              {proto::kNofile, 32}, {proto::kTermGraceMs, 2000}, {proto::kTimeoutMs, 300}};
+  for (auto& n : nums) {
+    auto v = proto::FieldU32(fr, n.tag, 0);
+    ASSERT_TRUE(v.ok()) << n.tag;
+    EXPECT_EQ(*v, n.want) << "tag " << n.tag;
+    EXPECT_EQ(fr.Find(n.tag)->value.size(), 4u);
+  }
+  // Zero / empty values are not sent at all (the agent's defaults apply).
+  ExecRequest plain;
+  plain.argv = {"true"};
+  auto fields = ExecRequestFields(plain);
+  ASSERT_TRUE(fields.ok());
+  ASSERT_EQ(fields->size(), 1u);
+  EXPECT_EQ((*fields)[0].tag, proto::kArgv);
+  // A relative root is refused before anything is sent.
+  plain.root = "sandbox";
+  EXPECT_FALSE(EncodeExecRequest(1, plain).ok());
+}
+
+TEST(MicroVmProtocol, ConfigureFields) {
+  EXPECT_EQ(proto::kConfigure, 4);
+  EXPECT_EQ(proto::kConfigured, 0x85);
+  EXPECT_EQ(proto::kHasRoot, 4);
+  GuestConfig none;
+  auto f = ConfigureFields(none);
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE(f->empty());
+  GuestConfig c;
+  c.address = "10.201.0.7";
+  c.prefix = 24;
+  c.gateway = "10.200.0.1";
+  c.disk_bytes = 1ull << 20;
+  c.hostname = "sbx";
+  f = ConfigureFields(c);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  proto::Frame fr{proto::kConfigure, 3, *f};
+  EXPECT_EQ(fr.Find(proto::kAddress)->value, "10.201.0.7");
+  EXPECT_EQ(*proto::FieldU32(fr, proto::kPrefix, 0), 24u);
+  EXPECT_EQ(fr.Find(proto::kGateway)->value, "10.200.0.1");
+  EXPECT_EQ(*proto::FieldU64(fr, proto::kDiskBytes, 0), 1ull << 20);
+  EXPECT_EQ(fr.Find(proto::kHostname)->value, "sbx");
+  // The wire bytes of one field, as documented: u16 tag | u32 length | bytes.
+  auto bytes = proto::Encode(proto::Frame{proto::kConfigure, 1, {proto::U64Field(proto::kDiskBytes, 1)}});
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(bytes->substr(16), std::string("\x04\x00\x08\x00\x00\x00\x01\0\0\0\0\0\0\0", 14));
+
+  for (auto bad : {GuestConfig{.address = "10.0.0"}, GuestConfig{.address = "::1"},
+                   GuestConfig{.address = "10.0.0.1", .prefix = 33},
+                   GuestConfig{.gateway = "10.0.0.1"},
+                   GuestConfig{.address = "10.0.0.2", .gateway = "gw"},
+                   GuestConfig{.hostname = std::string(65, 'h')}}) {
+    auto r = ConfigureFields(bad);
+    EXPECT_FALSE(r.ok()) << bad.address << " " << bad.prefix << " " << bad.gateway;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    }
+  }
+}
+
+TEST(MicroVmProtocol, ReadyV2HasRootFlag) {
+  std::string b = Enc(proto::Frame{proto::kReady, 0,
+                                   {proto::StrField(proto::kAgentVersion, "sbx-guest-agent/2"),
+                                    proto::StrField(proto::kCgroup, "v2"), proto::U8Field(proto::kHasRoot, 1)}});
+  proto::Decoder d;
+  d.Feed(b);
+  auto f = d.Next();
+  ASSERT_TRUE(f.ok() && f->has_value());
+  auto root = proto::FieldFlag(**f, proto::kHasRoot);
+  ASSERT_TRUE(root.ok());
+  EXPECT_TRUE(*root);
 }
 
 // Random bytes, and random mutations of good frames: always a frame, "need more", or an error.

@@ -1,8 +1,10 @@
 // The microVM layer: see microvm_vm.h and docs/microvm.md.
 #include "backend/microvm_vm.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -15,10 +17,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -229,18 +235,60 @@ StatusOr<bool> FieldFlag(const Frame& f, uint16_t tag) {
 
 }  // namespace proto
 
-StatusOr<std::string> EncodeExecRequest(uint32_t id, const ExecRequest& req) {
+StatusOr<std::vector<proto::Field>> ExecRequestFields(const ExecRequest& req) {
   if (req.shell.has_value() == !req.argv.empty())
     return InvalidArgument("exec: give argv or a shell line, exactly one");
-  proto::Frame f{proto::kExec, id, {}};
-  for (const auto& a : req.argv) f.fields.push_back(proto::StrField(proto::kArgv, a));
-  if (req.shell) f.fields.push_back(proto::StrField(proto::kShell, *req.shell));
-  for (const auto& e : req.env) f.fields.push_back(proto::StrField(proto::kEnv, e));
-  if (!req.cwd.empty()) f.fields.push_back(proto::StrField(proto::kCwd, req.cwd));
-  if (!req.stdin_data.empty()) f.fields.push_back(proto::StrField(proto::kStdin, req.stdin_data));
-  if (req.timeout_ms) f.fields.push_back(proto::U32Field(proto::kTimeoutMs, req.timeout_ms));
-  if (req.memory_limit) f.fields.push_back(proto::U64Field(proto::kMemLimit, req.memory_limit));
-  if (req.output_limit) f.fields.push_back(proto::U32Field(proto::kOutputLimit, req.output_limit));
+  if (!req.root.empty() && req.root[0] != '/')
+    return InvalidArgument("exec: root must be an absolute path, got \"" + req.root + "\"");
+  std::vector<proto::Field> f;
+  for (const auto& a : req.argv) f.push_back(proto::StrField(proto::kArgv, a));
+  if (req.shell) f.push_back(proto::StrField(proto::kShell, *req.shell));
+  for (const auto& e : req.env) f.push_back(proto::StrField(proto::kEnv, e));
+  if (!req.cwd.empty()) f.push_back(proto::StrField(proto::kCwd, req.cwd));
+  if (!req.stdin_data.empty()) f.push_back(proto::StrField(proto::kStdin, req.stdin_data));
+  if (req.timeout_ms) f.push_back(proto::U32Field(proto::kTimeoutMs, req.timeout_ms));
+  if (req.memory_limit) f.push_back(proto::U64Field(proto::kMemLimit, req.memory_limit));
+  if (req.output_limit) f.push_back(proto::U32Field(proto::kOutputLimit, req.output_limit));
+  if (!req.root.empty()) f.push_back(proto::StrField(proto::kRoot, req.root));
+  if (req.uid) f.push_back(proto::U32Field(proto::kUid, req.uid));
+  if (req.gid) f.push_back(proto::U32Field(proto::kGid, req.gid));
+  if (req.pids_limit) f.push_back(proto::U32Field(proto::kPidsLimit, req.pids_limit));
+  if (req.nofile) f.push_back(proto::U32Field(proto::kNofile, req.nofile));
+  if (req.term_grace_ms) f.push_back(proto::U32Field(proto::kTermGraceMs, req.term_grace_ms));
+  return f;
+}
+
+StatusOr<std::vector<proto::Field>> ConfigureFields(const GuestConfig& cfg) {
+  std::vector<proto::Field> f;
+  auto ipv4 = [](const std::string& a, const char* what) -> Status {
+    in_addr x{};
+    if (inet_pton(AF_INET, a.c_str(), &x) != 1)
+      return InvalidArgument(fmt::format("configure: {} \"{}\" is not a dotted IPv4 address", what, a));
+    return Status::Ok();
+  };
+  if (cfg.prefix > 32) return InvalidArgument(fmt::format("configure: prefix {} over 32", cfg.prefix));
+  if (!cfg.address.empty()) {
+    RETURN_IF_ERROR(ipv4(cfg.address, "address"));
+    f.push_back(proto::StrField(proto::kAddress, cfg.address));
+    f.push_back(proto::U32Field(proto::kPrefix, cfg.prefix));
+  }
+  if (!cfg.gateway.empty()) {
+    if (cfg.address.empty()) return InvalidArgument("configure: a gateway needs an address");
+    RETURN_IF_ERROR(ipv4(cfg.gateway, "gateway"));
+    f.push_back(proto::StrField(proto::kGateway, cfg.gateway));
+  }
+  if (cfg.disk_bytes) f.push_back(proto::U64Field(proto::kDiskBytes, cfg.disk_bytes));
+  if (!cfg.hostname.empty()) {
+    if (cfg.hostname.size() > 64 || cfg.hostname.find('\0') != std::string::npos)
+      return InvalidArgument("configure: hostname over 64 bytes or with a NUL byte");
+    f.push_back(proto::StrField(proto::kHostname, cfg.hostname));
+  }
+  return f;
+}
+
+StatusOr<std::string> EncodeExecRequest(uint32_t id, const ExecRequest& req) {
+  ASSIGN_OR_RETURN(auto fields, ExecRequestFields(req));
+  proto::Frame f{proto::kExec, id, std::move(fields)};
   ASSIGN_OR_RETURN(std::string out, proto::Encode(f));
   if (out.size() - proto::kHeaderSize > proto::kMaxRequestPayload)
     return InvalidArgument(fmt::format("exec request of {} bytes, over the agent's {} byte limit",
@@ -270,6 +318,11 @@ StatusOr<ExecResult> DecodeExecResult(const proto::Frame& f) {
   if (const auto* x = f.Find(proto::kStdout)) r.stdout_data = x->value;
   if (const auto* x = f.Find(proto::kStderr)) r.stderr_data = x->value;
   if (const auto* x = f.Find(proto::kStartError)) r.start_error = x->value;
+  if (f.Find(proto::kDiskFree)) {
+    auto v = proto::FieldU64(f, proto::kDiskFree, 0);
+    if (!v.ok()) return bad(v.status());
+    r.disk_free = static_cast<int64_t>(std::min<uint64_t>(*v, INT64_MAX));
+  }
   struct {
     uint16_t tag;
     bool* out;
@@ -285,7 +338,10 @@ StatusOr<ExecResult> DecodeExecResult(const proto::Frame& f) {
   struct {
     uint16_t tag;
     uint64_t* out;
-  } nums[] = {{proto::kCpuUsec, &r.cpu_usec}, {proto::kPeakMemory, &r.peak_memory}, {proto::kWallUsec, &r.wall_usec}};
+  } nums[] = {{proto::kCpuUsec, &r.cpu_usec},
+              {proto::kPeakMemory, &r.peak_memory},
+              {proto::kWallUsec, &r.wall_usec},
+              {proto::kDiskUsed, &r.disk_used}};
   for (auto& n : nums) {
     auto v = proto::FieldU64(f, n.tag, 0);
     if (!v.ok()) return bad(v.status());
@@ -455,6 +511,167 @@ class AgentChannel {
 };
 
 // ---------------------------------------------------------------------------------------------
+// The spawner: one long-lived thread forks every QEMU. PR_SET_PDEATHSIG fires when the *thread*
+// that forked the child exits; backend work runs on worker threads that come and go, so forking
+// from them would kill QEMUs at random. This thread never exits, so a QEMU dies with the process.
+namespace {
+
+constexpr const char* kGuestMac = "52:54:00:12:34:56";
+// Saving or loading a whole VM (its RAM) to or from a file.
+constexpr std::chrono::milliseconds kStateFileTimeout{120000};
+
+class Spawner {
+ public:
+  // Runs `fn` on the spawner thread and waits for it.
+  static void Run(const std::function<void()>& fn) {
+    Spawner* s = Get();
+    std::unique_lock<std::mutex> lk(s->mu_);
+    uint64_t ticket = ++s->queued_;
+    s->jobs_.push_back(&fn);
+    s->cv_.notify_all();
+    s->cv_.wait(lk, [&] { return s->done_ >= ticket; });
+  }
+
+ private:
+  static Spawner* Get() {
+    std::lock_guard<std::mutex> lk(GlobalMu());
+    if (!instance_) {
+      static bool registered = [] {
+        // A forked child of this process (a test's fork) has no spawner thread: it makes its own.
+        pthread_atfork(nullptr, nullptr, [] { instance_ = nullptr; new (&GlobalMu()) std::mutex(); });
+        return true;
+      }();
+      (void)registered;
+      instance_ = new Spawner();  // never deleted: the thread outlives static destruction
+      std::thread([s = instance_] { s->Loop(); }).detach();
+    }
+    return instance_;
+  }
+  static std::mutex& GlobalMu() {
+    static std::mutex* mu = new std::mutex();
+    return *mu;
+  }
+  void Loop() {
+    pthread_setname_np(pthread_self(), "qemu-spawner");
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [&] { return !jobs_.empty(); });
+      const std::function<void()>* fn = jobs_.front();
+      jobs_.pop_front();
+      lk.unlock();
+      (*fn)();
+      lk.lock();
+      done_++;
+      cv_.notify_all();
+    }
+  }
+
+  static inline Spawner* instance_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<const std::function<void()>*> jobs_;
+  uint64_t queued_ = 0, done_ = 0;
+};
+
+// Forks QEMU (on the spawner thread) with: 0 /dev/null, 1+2 `logfd`, src[i] at fd 3+i. Before the
+// exec the child joins `cgroup_procs`; a failure there or in the exec comes back through a
+// close-on-exec pipe as the child's own report, and the child is reaped.
+StatusOr<pid_t> SpawnQemu(const std::vector<std::string>& args, std::vector<int> src, int logfd,
+                          const std::vector<std::string>& cgroup_procs) {
+  // Everything the child touches is ready before the fork (async-signal-safe from there on).
+  std::vector<std::string> a = args;
+  std::vector<char*> argv;
+  for (auto& x : a) argv.push_back(x.data());
+  argv.push_back(nullptr);
+  std::vector<const char*> procs;
+  for (const auto& p : cgroup_procs) procs.push_back(p.c_str());
+  int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int errpipe[2];
+  if (pipe2(errpipe, O_CLOEXEC) < 0) {
+    if (nullfd >= 0) close(nullfd);
+    return ErrnoStatus("pipe2");
+  }
+  pid_t parent = getpid();
+  pid_t pid = -1;
+  int fork_errno = 0;
+  Spawner::Run([&] {
+    pid = fork();
+    if (pid != 0) {
+      fork_errno = errno;
+      return;
+    }
+    // Child.
+    auto report = [&](const char* what, const char* path, int err) {
+      char msg[512];
+      int n = snprintf(msg, sizeof msg, "%s %s: %s", what, path, strerror(err));
+      if (n > 0) {
+        ssize_t w = write(errpipe[1], msg, static_cast<size_t>(std::min(n, static_cast<int>(sizeof msg) - 1)));
+        (void)w;
+      }
+      _exit(127);
+    };
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);
+    for (const char* p : procs) {
+      int fd = open(p, O_WRONLY | O_CLOEXEC);
+      if (fd < 0) report("joining cgroup: open", p, errno);
+      if (write(fd, "0", 1) != 1) report("joining cgroup: write 0 to", p, errno);
+      close(fd);
+    }
+    // Move everything above the target range first, so that dup2 never clobbers a source.
+    src.push_back(errpipe[1]);
+    for (auto& f : src) {
+      int moved = fcntl(f, F_DUPFD_CLOEXEC, 100);
+      if (moved < 0) _exit(126);
+      f = moved;
+    }
+    errpipe[1] = src.back();
+    src.pop_back();
+    if (nullfd >= 0) dup2(nullfd, 0);
+    if (logfd >= 0) {
+      dup2(logfd, 1);
+      dup2(logfd, 2);
+    }
+    int n = static_cast<int>(src.size());
+    for (int i = 0; i < n; i++)
+      if (dup2(src[static_cast<size_t>(i)], 3 + i) < 0) _exit(126);  // dup2 clears close-on-exec
+    if (dup3(errpipe[1], 3 + n, O_CLOEXEC) < 0) _exit(126);
+    errpipe[1] = 3 + n;
+    closefrom(4 + n);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execvp(argv[0], argv.data());
+    report("exec", argv[0], errno);
+  });
+  close(errpipe[1]);
+  if (nullfd >= 0) close(nullfd);
+  if (pid < 0) {
+    close(errpipe[0]);
+    return ErrnoStatus("fork for QEMU", fork_errno);
+  }
+  // EOF at the exec (close-on-exec); a message if the child failed before it.
+  std::string msg;
+  char buf[512];
+  for (;;) {
+    ssize_t r = read(errpipe[0], buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    msg.append(buf, static_cast<size_t>(r));
+  }
+  close(errpipe[0]);
+  if (!msg.empty()) {
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return Status(Code::kToolError, "starting QEMU: " + msg);
+  }
+  return pid;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
 // QemuVm
 
 QemuVm::~QemuVm() { (void)Destroy(); }
@@ -468,7 +685,8 @@ std::string QemuVm::Diagnostics() const {
 }
 
 Status QemuVm::Start(const VmConfig& cfg, const std::string& dir, const std::string& ram_path,
-                     bool share_ram, std::vector<std::string> extra, std::vector<int> fds) {
+                     bool share_ram, std::vector<std::string> extra, std::vector<int> fds,
+                     const PrepareOptions& popts) {
   cfg_ = cfg;
   dir_ = dir;
   auto t0 = Clock::now();
@@ -483,8 +701,17 @@ Status QemuVm::Start(const VmConfig& cfg, const std::string& dir, const std::str
     return agent_listen.status();
   }
   std::string mem = std::to_string(cfg.memory_mb) + "M";
+  // fds in QEMU: 3 agent socket, 4 QMP socket, 5.. `fds`, then the tap if any.
+  std::string netdev = "hubport,id=net0,hubid=0";
+  if (popts.tap_fd >= 0) {
+    netdev = fmt::format("tap,id=net0,fd={}", 5 + fds.size());
+    fds.push_back(popts.tap_fd);
+  }
   // The machine as measured in the architecture brief ("Backends on this machine"), plus the
-  // agent's virtio-serial port, QMP, and RAM in a file. No network device of any kind.
+  // agent's virtio-serial port, QMP, RAM in a file, and one virtio-net device. The golden VM
+  // and every clone have the same devices in the same order (the migration stream requires
+  // it); only the network device's backend differs: a tap given by the caller, or a hub port
+  // on a hub with no other port (frames from the guest go nowhere, none ever arrive).
   std::vector<std::string> args = {
       cfg.qemu,
       "-M", "microvm,x-option-roms=off,isa-serial=on,pic=off,memory-backend=mem",
@@ -497,6 +724,8 @@ Status QemuVm::Start(const VmConfig& cfg, const std::string& dir, const std::str
       "-device", "virtio-serial-device",
       "-chardev", "socket,id=agent,fd=3,server=on,wait=off",
       "-device", "virtserialport,chardev=agent,name=sbx.agent",
+      "-netdev", netdev,
+      "-device", std::string("virtio-net-device,netdev=net0,mac=") + kGuestMac,
       "-chardev", "socket,id=qmp,fd=4,server=on,wait=off",
       "-mon", "chardev=qmp,mode=control",
   };
@@ -510,50 +739,18 @@ Status QemuVm::Start(const VmConfig& cfg, const std::string& dir, const std::str
       args.push_back(std::move(a));
   }
   for (auto& e : extra) args.push_back(std::move(e));
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   std::string log = dir + "/qemu.log";
   int logfd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid == 0) {
-    // Dies with the thread that started it, whatever happens to the owner.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(126);
-    // fds: 0 /dev/null, 1+2 qemu.log, 3 agent socket, 4 QMP socket, 5.. the caller's.
-    std::vector<int> src = {*agent_listen, qmp_listen};
-    for (int f : fds) src.push_back(f);
-    // Move everything above the target range first, so that dup2 never clobbers a source.
-    for (auto& f : src) {
-      int moved = fcntl(f, F_DUPFD, 100);
-      if (moved < 0) _exit(126);
-      f = moved;
-    }
-    if (nullfd >= 0) dup2(nullfd, 0);
-    if (logfd >= 0) {
-      dup2(logfd, 1);
-      dup2(logfd, 2);
-    }
-    for (size_t i = 0; i < src.size(); i++)
-      if (dup2(src[i], 3 + static_cast<int>(i)) < 0) _exit(126);
-    closefrom(3 + static_cast<int>(src.size()));
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    execvp(argv[0], argv.data());
-    dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
-  }
-  int fork_errno = errno;
+  std::vector<int> src = {*agent_listen, qmp_listen};
+  for (int f : fds) src.push_back(f);
+  auto spawned = SpawnQemu(args, src, logfd, popts.cgroup_procs);
   if (logfd >= 0) close(logfd);
-  if (nullfd >= 0) close(nullfd);
-  if (pid < 0) {
+  if (!spawned.ok()) {
     close(qmp_listen);
     close(*agent_listen);
-    return ErrnoStatus("fork for QEMU", fork_errno);
+    return spawned.status();
   }
+  pid_t pid = *spawned;
   pid_ = pid;
   // Connect while we still hold the listening sockets: the connections wait in their backlog
   // until QEMU's main loop accepts them.
@@ -610,18 +807,11 @@ StatusOr<ExecResult> QemuVm::Exec(const ExecRequest& req) {
   if (!alive()) return FailedPrecondition("the VM is not running");
   ASSIGN_OR_RETURN(std::string probe, EncodeExecRequest(0, req));  // validates before sending
   (void)probe;
-  std::vector<proto::Field> fields;
-  for (const auto& a : req.argv) fields.push_back(proto::StrField(proto::kArgv, a));
-  if (req.shell) fields.push_back(proto::StrField(proto::kShell, *req.shell));
-  for (const auto& e : req.env) fields.push_back(proto::StrField(proto::kEnv, e));
-  if (!req.cwd.empty()) fields.push_back(proto::StrField(proto::kCwd, req.cwd));
-  if (!req.stdin_data.empty()) fields.push_back(proto::StrField(proto::kStdin, req.stdin_data));
-  if (req.timeout_ms) fields.push_back(proto::U32Field(proto::kTimeoutMs, req.timeout_ms));
-  if (req.memory_limit) fields.push_back(proto::U64Field(proto::kMemLimit, req.memory_limit));
-  if (req.output_limit) fields.push_back(proto::U32Field(proto::kOutputLimit, req.output_limit));
-  // The agent enforces the command's timeout; the host waits that long plus some slack, or
-  // without a timeout up to an hour.
-  auto wait = req.timeout_ms ? std::chrono::milliseconds(req.timeout_ms) + cfg_.exec_slack
+  ASSIGN_OR_RETURN(std::vector<proto::Field> fields, ExecRequestFields(req));
+  // The agent enforces the command's timeout (and the grace after it); the host waits that long
+  // plus some slack, or without a timeout up to an hour.
+  auto wait = req.timeout_ms ? std::chrono::milliseconds(req.timeout_ms) +
+                                   std::chrono::milliseconds(req.term_grace_ms) + cfg_.exec_slack
                              : std::chrono::milliseconds(3600 * 1000);
   ASSIGN_OR_RETURN(proto::Frame f, Request(proto::kExec, std::move(fields), wait));
   return DecodeExecResult(f);
@@ -651,6 +841,50 @@ Status QemuVm::SyncClockAndReseed(double* clock_skew_ms) {
   if (!*reseeded) return Status(Code::kToolError, "agent did not reseed its RNG");
   if (clock_skew_ms)
     *clock_skew_ms = (static_cast<double>(host_ns) - static_cast<double>(*before)) / 1e6;
+  return Status::Ok();
+}
+
+Status QemuVm::Configure(const GuestConfig& gc) {
+  if (!alive()) return FailedPrecondition("the VM is not running");
+  ASSIGN_OR_RETURN(std::vector<proto::Field> fields, ConfigureFields(gc));
+  ASSIGN_OR_RETURN(proto::Frame f, Request(proto::kConfigure, std::move(fields), cfg_.control_timeout));
+  if (f.type != proto::kConfigured)
+    return Status(Code::kToolError, fmt::format("agent answered configure with 0x{:x}", f.type));
+  return Status::Ok();
+}
+
+Status QemuVm::SaveState(const std::string& path) {
+  if (!alive() || !qmp_) return FailedPrecondition("the VM is not running");
+  auto t0 = Clock::now();
+  auto deadline = Clock::now() + std::max(cfg_.control_timeout, kStateFileTimeout);
+  RETURN_IF_ERROR(Stop());
+  // x-ignore-shared stays as the clone was started with it (on): a clone's RAM is private
+  // (share=off), so it is not skipped, and the restoring QEMU has the capability on too (with
+  // it, the stream carries each block's address, which both sides must agree to expect).
+  auto caps = qmp_->Command(
+      "migrate-set-capabilities",
+      {{"capabilities", json::array({{{"capability", "x-ignore-shared"}, {"state", true}},
+                                     {{"capability", "events"}, {"state", true}}})}},
+      deadline);
+  if (!caps.ok()) return caps.status().WithContext("saving the VM");
+  int sfd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (sfd < 0) return ErrnoStatus("creating " + path);
+  auto getfd = qmp_->Command("getfd", {{"fdname", "state"}}, deadline, sfd);
+  close(sfd);
+  if (!getfd.ok()) return getfd.status().WithContext("saving the VM");
+  auto mig = qmp_->Command("migrate", {{"uri", "fd:state"}}, deadline);
+  if (!mig.ok()) return mig.status().WithContext("saving the VM");
+  auto done = qmp_->WaitEvent(
+      "MIGRATION",
+      [](const json& d) {
+        std::string s = d.value("status", "");
+        return s == "completed" || s == "failed" || s == "cancelled";
+      },
+      deadline);
+  if (!done.ok()) return Status(done.status().code(), "saving the VM: " + done.status().message() + Diagnostics());
+  std::string status = (*done)["data"].value("status", "");
+  if (status != "completed") return Status(Code::kToolError, "saving the VM: migration " + status + Diagnostics());
+  stages_.Add("save", MsSince(t0));
   return Status::Ok();
 }
 
@@ -743,7 +977,9 @@ Status CheckInputs(const VmConfig& cfg) {
 }
 }  // namespace
 
-Template::~Template() { Remove(); }
+Template::~Template() {
+  if (!keep_files_) Remove();
+}
 
 void Template::Remove() {
   if (dir_.empty()) return;
@@ -752,16 +988,59 @@ void Template::Remove() {
   dir_.clear();
 }
 
+namespace {
+// Bumped whenever the QEMU command line (devices, their order) changes: a template saved by an
+// older build cannot be loaded by clones of this one.
+constexpr int kMachineRevision = 2;
+
+uint64_t FileSize(const std::string& path) {
+  struct stat st{};
+  return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+// What template.json records about the guest and the machine, for Open to compare.
+json TemplateFacts(const VmConfig& cfg, uint32_t tsc_khz) {
+  return json{{"machine_revision", kMachineRevision},
+              {"protocol_version", proto::kVersion},
+              {"qemu", cfg.qemu},
+              {"memory_mb", cfg.memory_mb},
+              {"tsc_khz", tsc_khz},
+              {"vmlinux_bytes", FileSize(cfg.vmlinux)},
+              {"initramfs_bytes", FileSize(cfg.initramfs)}};
+}
+}  // namespace
+
 StatusOr<std::unique_ptr<Template>> Template::Boot(const VmConfig& cfg) {
   RETURN_IF_ERROR(CheckInputs(cfg));
+  ASSIGN_OR_RETURN(std::string dir, MakeDir(cfg.state_root, "sbx-mvt-"));
+  return Boot(cfg, dir);
+}
+
+StatusOr<std::unique_ptr<Template>> Template::Boot(const VmConfig& cfg, const std::string& dir) {
+  RETURN_IF_ERROR(CheckInputs(cfg));
+  if (dir.empty()) return InvalidArgument("Template::Boot: empty directory");
   auto t0 = Clock::now();
   std::unique_ptr<Template> t(new Template());
   t->cfg_ = cfg;
-  ASSIGN_OR_RETURN(t->dir_, MakeDir(cfg.state_root, "sbx-mvt-"));
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Internal("creating " + dir + ": " + ec.message());
+  }
+  t->dir_ = dir;  // removed by the destructor from here on, whatever fails below
+  // An earlier template here is incomplete from now on.
+  for (const char* f : {"/template.json", "/golden.state", "/golden.ram", "/qmp.sock", "/agent.sock"})
+    unlink((dir + f).c_str());
+  uint32_t khz = cfg.tsc_khz;
+  if (!khz) {
+    ASSIGN_OR_RETURN(khz, HostTscKhz());
+  }
   // The golden VM lives in the template's directory; its sockets and logs go with it.
   std::unique_ptr<QemuVm> golden(new QemuVm());
   golden->remove_dir_ = false;
-  Status st = golden->Start(cfg, t->dir_, t->ram_path(), /*share_ram=*/true, {}, {});
+  VmConfig gcfg = cfg;
+  gcfg.tsc_khz = khz;  // the figure template.json records
+  Status st = golden->Start(gcfg, t->dir_, t->ram_path(), /*share_ram=*/true, {}, {});
   if (!st.ok()) return st.WithContext("booting the golden VM");
   // READY: the agent is up and listening on its port.
   auto ready = golden->agent_->Receive(Clock::now() + cfg.boot_timeout);
@@ -772,6 +1051,12 @@ StatusOr<std::unique_ptr<Template>> Template::Boot(const VmConfig& cfg) {
     return Status(Code::kToolError, fmt::format("golden VM: first frame is type 0x{:x}, not READY", ready->type));
   if (const auto* k = ready->Find(proto::kKernel)) t->guest_kernel_ = k->value;
   if (const auto* c = ready->Find(proto::kCgroup)) t->guest_cgroup_ = c->value;
+  if (const auto* v = ready->Find(proto::kAgentVersion)) t->agent_version_ = v->value;
+  {
+    auto root = proto::FieldFlag(*ready, proto::kHasRoot);
+    if (!root.ok()) return Status(Code::kToolError, "golden VM: READY: " + root.status().message());
+    t->has_root_ = *root;
+  }
   t->stages_.Add("boot", MsSince(t0));
   RETURN_IF_ERROR(golden->Ping().WithContext("golden VM"));
   // One command and one set-clock before the save, so that what every clone's first command
@@ -818,14 +1103,56 @@ StatusOr<std::unique_ptr<Template>> Template::Boot(const VmConfig& cfg) {
   // The golden QEMU must never run again: the RAM file is now the clones' base.
   RETURN_IF_ERROR(golden->Destroy());
   for (const char* f : {"/qmp.sock", "/agent.sock"}) unlink((t->dir_ + f).c_str());
+  // template.json last, by rename: a directory that has it holds a complete template.
+  json facts = TemplateFacts(cfg, khz);
+  facts["guest_kernel"] = t->guest_kernel_;
+  facts["guest_cgroup"] = t->guest_cgroup_;
+  facts["agent_version"] = t->agent_version_;
+  facts["has_root"] = t->has_root_;
+  {
+    std::string tmp = t->json_path() + ".tmp";
+    std::ofstream out(tmp, std::ios::trunc);
+    out << facts.dump(2) << "\n";
+    out.close();
+    if (!out) return Internal("writing " + tmp);
+    if (rename(tmp.c_str(), t->json_path().c_str()) < 0) return ErrnoStatus("renaming " + tmp);
+  }
   t->stages_.Add("total", MsSince(t0));
+  return t;
+}
+
+StatusOr<std::unique_ptr<Template>> Template::Open(const VmConfig& cfg, const std::string& dir) {
+  RETURN_IF_ERROR(CheckInputs(cfg));
+  std::unique_ptr<Template> t(new Template());
+  t->cfg_ = cfg;
+  t->dir_ = dir;
+  t->keep_files_ = true;  // until it is adopted: a failed Open never removes someone's files
+  std::ifstream in(t->json_path());
+  if (!in) return NotFound("no template in " + dir + " (template.json missing)");
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return FailedPrecondition(t->json_path() + " is not a JSON object");
+  uint32_t khz = cfg.tsc_khz ? cfg.tsc_khz : j.value("tsc_khz", 0u);  // 0: the host's, as recorded
+  json want = TemplateFacts(cfg, khz);
+  for (auto& [k, v] : want.items()) {
+    if (!j.contains(k) || j[k] != v)
+      return FailedPrecondition(fmt::format("template in {} does not match: {} is {}, want {}", dir, k,
+                                            j.contains(k) ? j[k].dump() : "missing", v.dump()));
+  }
+  if (FileSize(t->ram_path()) != static_cast<uint64_t>(cfg.memory_mb) << 20)
+    return FailedPrecondition(fmt::format("template in {}: golden.ram missing or not {} MiB", dir, cfg.memory_mb));
+  if (FileSize(t->state_path()) == 0) return FailedPrecondition("template in " + dir + ": golden.state missing or empty");
+  t->guest_kernel_ = j.value("guest_kernel", "");
+  t->guest_cgroup_ = j.value("guest_cgroup", "");
+  t->agent_version_ = j.value("agent_version", "");
+  t->has_root_ = j.value("has_root", false);
+  t->keep_files_ = false;
   return t;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Vm
 
-StatusOr<std::unique_ptr<Vm>> Vm::Prepare(const Template& t) {
+StatusOr<std::unique_ptr<Vm>> Vm::Prepare(const Template& t, const PrepareOptions& popts) {
   if (t.dir().empty()) return FailedPrecondition("the template was removed");
   auto t0 = Clock::now();
   const VmConfig& cfg = t.config();
@@ -833,7 +1160,7 @@ StatusOr<std::unique_ptr<Vm>> Vm::Prepare(const Template& t) {
   ASSIGN_OR_RETURN(std::string dir, MakeDir(cfg.state_root, "sbx-mv-"));
   vm->dir_ = dir;  // removed by the destructor from here on, whatever fails below
   // Same machine as the golden VM, RAM mapped privately from its file, waiting for a state.
-  Status st = vm->Start(cfg, dir, t.ram_path(), /*share_ram=*/false, {"-S", "-incoming", "defer"}, {});
+  Status st = vm->Start(cfg, dir, t.ram_path(), /*share_ram=*/false, {"-S", "-incoming", "defer"}, {}, popts);
   if (!st.ok()) return st.WithContext("starting a clone");
   auto caps = vm->qmp_->Command(
       "migrate-set-capabilities",
@@ -851,11 +1178,14 @@ Status Vm::Restore(const Template& t, Options opts) {
   if (restored_) return FailedPrecondition("this clone was already restored");
   if (t.dir().empty() || t.dir() != template_dir_)
     return FailedPrecondition("the clone was prepared for another template (or it was removed)");
+  return LoadState(t.state_path(), opts, t.config().control_timeout);
+}
+
+Status Vm::LoadState(const std::string& path, Options opts, std::chrono::milliseconds timeout) {
   auto t0 = Clock::now();
-  const VmConfig& cfg = t.config();
-  auto deadline = Clock::now() + cfg.control_timeout;
-  int sfd = open(t.state_path().c_str(), O_RDONLY | O_CLOEXEC);
-  if (sfd < 0) return ErrnoStatus("opening the template state " + t.state_path());
+  auto deadline = Clock::now() + timeout;
+  int sfd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (sfd < 0) return ErrnoStatus("opening the saved state " + path);
   auto getfd = qmp_->Command("getfd", {{"fdname", "state"}}, deadline, sfd);
   close(sfd);
   if (!getfd.ok()) return getfd.status().WithContext("clone");
@@ -887,10 +1217,24 @@ Status Vm::Restore(const Template& t, Options opts) {
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<Vm>> Vm::Clone(const Template& t, Options opts) {
+StatusOr<std::unique_ptr<Vm>> Vm::Clone(const Template& t, Options opts, const PrepareOptions& popts) {
   auto t0 = Clock::now();
-  ASSIGN_OR_RETURN(std::unique_ptr<Vm> vm, Prepare(t));
+  ASSIGN_OR_RETURN(std::unique_ptr<Vm> vm, Prepare(t, popts));
   RETURN_IF_ERROR(vm->Restore(t, opts));
+  vm->stages_.Add("total", MsSince(t0));
+  return vm;
+}
+
+// ---- stubs (phase 2, being implemented) ----
+StatusOr<std::unique_ptr<Vm>> Vm::RestoreFromState(const Template& t, const std::string& path,
+                                                    const PrepareOptions& popts) {
+  auto t0 = Clock::now();
+  if (access(path.c_str(), R_OK) != 0) return ErrnoStatus("saved state " + path);
+  // The same machine as every clone (RAM mapped privately from the template's file, x-ignore-
+  // shared on as at the save); the stream holds all of the RAM the saved clone had.
+  ASSIGN_OR_RETURN(std::unique_ptr<Vm> vm, Prepare(t, popts));
+  RETURN_IF_ERROR(vm->LoadState(path, Options{}, std::max(t.config().control_timeout, kStateFileTimeout))
+                      .WithContext("restoring from " + path));
   vm->stages_.Add("total", MsSince(t0));
   return vm;
 }

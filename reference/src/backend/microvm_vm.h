@@ -6,9 +6,9 @@
 // per guest image and make a Vm per sandbox (and per revert).
 //
 // Ownership: every QEMU process has exactly one owner, the Template or Vm object that started it;
-// its destructor kills the process, reaps it and removes the state directory. The QEMU child also
-// gets PR_SET_PDEATHSIG(SIGKILL), so it dies with the thread that started it if the owner never
-// runs its destructor (a crash, an abort in a test).
+// its destructor kills the process, reaps it and removes the state directory. Every QEMU is
+// forked by one long-lived process-wide spawner thread and gets PR_SET_PDEATHSIG(SIGKILL), so it
+// dies with the process if the owner never runs its destructor (a crash, an abort in a test).
 #pragma once
 
 #include <sys/types.h>
@@ -27,11 +27,11 @@
 
 namespace sbx::microvm {
 
-// ---- the agent protocol, version 1 (docs/microvm.md "Agent protocol") ----
+// ---- the agent protocol, version 2 (docs/microvm.md "Agent protocol") ----
 namespace proto {
 
 inline constexpr char kMagic[4] = {'S', 'B', 'X', 'V'};
-inline constexpr uint8_t kVersion = 1;
+inline constexpr uint8_t kVersion = 2;
 inline constexpr size_t kHeaderSize = 16;
 inline constexpr uint32_t kMaxRequestPayload = 1u << 20;   // what the agent accepts
 inline constexpr uint32_t kMaxReplyPayload = 16u << 20;    // what the host accepts
@@ -40,21 +40,28 @@ enum Type : uint8_t {
   kPing = 1,
   kExec = 2,
   kSetClock = 3,
+  kConfigure = 4,
   kReady = 0x81,
   kPong = 0x82,
   kExecResult = 0x83,
   kClockSet = 0x84,
+  kConfigured = 0x85,
   kError = 0xff,
 };
 // Field tags, per message type.
-enum ExecTag : uint16_t { kArgv = 1, kShell, kEnv, kCwd, kTimeoutMs, kMemLimit, kStdin, kOutputLimit };
+enum ExecTag : uint16_t {
+  kArgv = 1, kShell, kEnv, kCwd, kTimeoutMs, kMemLimit, kStdin, kOutputLimit,
+  // v2
+  kRoot = 9, kUid = 10, kGid = 11, kPidsLimit = 12, kNofile = 13, kTermGraceMs = 14
+};
 enum ResultTag : uint16_t {
   kExitCode = 1, kSignal, kStdout, kStderr, kStdoutTruncated, kStderrTruncated, kCpuUsec,
-  kPeakMemory, kOom, kTimedOut, kWallUsec, kStartError
+  kPeakMemory, kOom, kTimedOut, kWallUsec, kStartError, kDiskFree, kDiskUsed
 };
 enum ClockTag : uint16_t { kRealtimeNs = 1, kSeed = 2 };
 enum ClockSetTag : uint16_t { kGuestNsBefore = 1, kReseeded = 2 };
-enum ReadyTag : uint16_t { kAgentVersion = 1, kKernel = 2, kCgroup = 3 };
+enum ReadyTag : uint16_t { kAgentVersion = 1, kKernel = 2, kCgroup = 3, kHasRoot = 4 };
+enum ConfigureTag : uint16_t { kAddress = 1, kPrefix = 2, kGateway = 3, kDiskBytes = 4, kHostname = 5 };
 enum ErrorTag : uint16_t { kMessage = 1 };
 
 struct Field {
@@ -111,6 +118,12 @@ struct ExecRequest {
   uint32_t timeout_ms = 0;          // 0: none; the agent kills the command's cgroup at the deadline
   uint64_t memory_limit = 0;        // bytes, for the command's guest cgroup; 0: none
   uint32_t output_limit = 0;        // per stream; 0: the agent's default (1 MiB)
+  // v2 (each sent only when non-empty / non-zero)
+  std::string root;                 // chroot here ("/sandbox") in new PID + mount namespaces
+  uint32_t uid = 0, gid = 0;        // setgid/setgroups()/setuid before exec
+  uint32_t pids_limit = 0;          // pids.max of the command's guest cgroup; 0: none
+  uint32_t nofile = 0;              // RLIMIT_NOFILE soft+hard; 0: leave
+  uint32_t term_grace_ms = 0;       // at the deadline: SIGTERM, cgroup.kill this much later
 };
 
 struct ExecResult {
@@ -124,10 +137,28 @@ struct ExecResult {
   bool timed_out = false;
   uint64_t wall_usec = 0;    // in the guest
   std::string start_error;   // the command could not be started (then exit_code is 127)
+  // With a root: the least space left on its writable mounts (work, tmp, var/tmp) after the
+  // command, and what they hold together; -1 / 0 when the agent did not say.
+  int64_t disk_free = -1;
+  uint64_t disk_used = 0;
 };
 
 StatusOr<ExecResult> DecodeExecResult(const proto::Frame& f);
 StatusOr<std::string> EncodeExecRequest(uint32_t id, const ExecRequest& req);
+// The fields of an EXEC request (what EncodeExecRequest frames), validated the same way.
+StatusOr<std::vector<proto::Field>> ExecRequestFields(const ExecRequest& req);
+
+// The guest's per-clone set-up (CONFIGURE), sent once after the clock, before the first EXEC.
+struct GuestConfig {
+  std::string address;   // dotted IPv4 for eth0; empty: eth0 stays down
+  uint32_t prefix = 32;
+  std::string gateway;   // dotted IPv4; default route via it (needs address)
+  uint64_t disk_bytes = 0;  // size= of the root's tmpfs mounts (work, tmp, var/tmp); 0: leave
+  std::string hostname;     // empty: leave
+};
+// The fields of a CONFIGURE request; kInvalidArgument for an address that is not dotted IPv4,
+// a prefix over 32, a gateway without an address.
+StatusOr<std::vector<proto::Field>> ConfigureFields(const GuestConfig& cfg);
 
 // ---- configuration ----
 struct VmConfig {
@@ -166,6 +197,18 @@ struct ProcessMemory {
 class Qmp;
 class AgentChannel;
 
+// How a clone's QEMU is started (Vm::Prepare / Clone / RestoreFromState).
+struct PrepareOptions {
+  // An open tap fd (IFF_TAP|IFF_NO_PI, made by the caller; QEMU gets a dup, the caller keeps
+  // its fd) as the backend of the guest's virtio-net device. -1: a dead-end backend (a hub
+  // port with nothing else on the hub: frames go nowhere).
+  int tap_fd = -1;
+  // cgroup.procs (or v1 `tasks`: host::Cgroup::JoinFiles) files the QEMU child writes "0" to
+  // before exec, so all of QEMU (and all the memory it ever touches) is in those cgroups from
+  // its first instruction. A failure: the child exits 127, Prepare names the file and errno.
+  std::vector<std::string> cgroup_procs;
+};
+
 // A running QEMU and the two channels to it; shared by the template's golden VM and clones.
 class QemuVm {
  public:
@@ -183,6 +226,12 @@ class QemuVm {
   // Sets the guest's CLOCK_REALTIME to the host's and reseeds its RNG with 64 host bytes
   // (getrandom); `clock_skew_ms` gets how far the guest clock was off before.
   Status SyncClockAndReseed(double* clock_skew_ms = nullptr);
+  // CONFIGURE: eth0 address and routes, tmpfs sizes, hostname (see GuestConfig).
+  Status Configure(const GuestConfig& cfg);
+  // Suspend to a file: stop, then migrate the whole VM (device state and the RAM pages it has;
+  // a clone's RAM is private, so none of it is skipped) into `path`. The VM stays paused;
+  // Destroy it afterwards. Restore with Vm::RestoreFromState.
+  Status SaveState(const std::string& path);
   Status Stop();    // QMP stop: vCPUs halted, the guest sees no time pass
   Status Resume();  // QMP cont
   StatusOr<std::string> RunState();  // QMP query-status: "running", "paused", ...
@@ -199,8 +248,11 @@ class QemuVm {
  protected:
   QemuVm() = default;
   // Starts QEMU with the machine arguments plus `extra`; fds[i] becomes fd 5+i in QEMU.
+  // The network device's backend is the tap in `popts` (or the dead end); QEMU joins
+  // popts.cgroup_procs before exec.
   Status Start(const VmConfig& cfg, const std::string& dir, const std::string& ram_path,
-               bool share_ram, std::vector<std::string> extra, std::vector<int> fds);
+               bool share_ram, std::vector<std::string> extra, std::vector<int> fds,
+               const PrepareOptions& popts = {});
   StatusOr<proto::Frame> Request(uint8_t type, std::vector<proto::Field> fields,
                                  std::chrono::milliseconds timeout);
   std::string Diagnostics() const;  // tails of qemu.log and console.log
@@ -222,7 +274,16 @@ class QemuVm {
 // The golden QEMU is gone once Boot returns; clones map the RAM file privately.
 class Template {
  public:
+  // Boots into a fresh directory made under cfg.state_root.
   static StatusOr<std::unique_ptr<Template>> Boot(const VmConfig& cfg);
+  // Boots into `dir` (created if missing; files of an earlier template there are replaced).
+  // template.json is written last (by rename), so a directory that has it is complete.
+  static StatusOr<std::unique_ptr<Template>> Boot(const VmConfig& cfg, const std::string& dir);
+  // Adopts a directory made by an earlier Boot (maybe by another process) without booting:
+  // golden.ram, golden.state and template.json must be there, and template.json must match
+  // `cfg` (memory_mb, tsc_khz, sizes of vmlinux and initramfs) or kFailedPrecondition.
+  // Like a booted one, it removes its files when destroyed unless set_keep_files(true).
+  static StatusOr<std::unique_ptr<Template>> Open(const VmConfig& cfg, const std::string& dir);
   ~Template();
   Template(const Template&) = delete;
   Template& operator=(const Template&) = delete;
@@ -234,6 +295,13 @@ class Template {
   const Stages& stages() const { return stages_; }
   const std::string& guest_kernel() const { return guest_kernel_; }
   const std::string& guest_cgroup() const { return guest_cgroup_; }
+  const std::string& agent_version() const { return agent_version_; }
+  // The guest prepared /sandbox at boot (READY's kHasRoot).
+  bool has_root() const { return has_root_; }
+  std::string json_path() const { return dir_ + "/template.json"; }
+  // true: the destructor leaves the files (a shared cache); Remove() still removes them.
+  void set_keep_files(bool keep) { keep_files_ = keep; }
+  bool keep_files() const { return keep_files_; }
   // Removes the template's files (the clones keep their mapping of the RAM file).
   void Remove();
 
@@ -242,7 +310,9 @@ class Template {
   VmConfig cfg_;
   std::string dir_;
   Stages stages_;
-  std::string guest_kernel_, guest_cgroup_;
+  std::string guest_kernel_, guest_cgroup_, agent_version_;
+  bool has_root_ = false;
+  bool keep_files_ = false;
 };
 
 // A clone: a new QEMU restored from the template, RAM copy-on-write from the golden file.
@@ -253,11 +323,16 @@ class Vm : public QemuVm {
   };
   // Prepare + Restore. Stages (ms since the step began): spawn, qmp, prepared; restore, cont,
   // clock; total.
-  static StatusOr<std::unique_ptr<Vm>> Clone(const Template& t, Options opts);
+  static StatusOr<std::unique_ptr<Vm>> Clone(const Template& t, Options opts,
+                                             const PrepareOptions& popts = {});
   static StatusOr<std::unique_ptr<Vm>> Clone(const Template& t) { return Clone(t, Options{}); }
   // The half of a clone that does not need the saved state: QEMU started with the template's RAM
   // file mapped privately, waiting (-incoming defer). A pool can keep some of these ready.
-  static StatusOr<std::unique_ptr<Vm>> Prepare(const Template& t);
+  static StatusOr<std::unique_ptr<Vm>> Prepare(const Template& t, const PrepareOptions& popts = {});
+  // A new QEMU (same machine as the template's clones) loading a file written by
+  // QemuVm::SaveState, then `cont`, then clock + reseed. No Restore afterwards.
+  static StatusOr<std::unique_ptr<Vm>> RestoreFromState(const Template& t, const std::string& path,
+                                                        const PrepareOptions& popts = {});
   // The other half: load the template's state (x-ignore-shared), `cont` once loaded, then set
   // the guest clock and reseed its RNG. Once per Vm.
   Status Restore(const Template& t, Options opts);
@@ -266,6 +341,8 @@ class Vm : public QemuVm {
 
  private:
   Vm() = default;
+  // Loads a migration stream from `path` (-incoming defer was given), conts, sets the clock.
+  Status LoadState(const std::string& path, Options opts, std::chrono::milliseconds timeout);
   double clock_skew_ms_ = 0;
   std::string template_dir_;
   bool restored_ = false;

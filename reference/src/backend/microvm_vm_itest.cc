@@ -1,12 +1,20 @@
-// The microVM layer against a real QEMU (docs/microvm.md): a golden VM booted once, clones
-// restored from it, commands through the guest agent. Skips, saying why, when QEMU or the guest
-// image is missing, unless SBX_MICROVM_MUST_WORK=1 (then those are failures).
+// The microVM layer against a real QEMU (docs/microvm.md): a golden VM booted once (1 GiB, the
+// "sandbox" tool image appended as /sandbox), clones restored from it, commands through the guest
+// agent. Skips, saying why, when QEMU or an image is missing, unless SBX_MICROVM_MUST_WORK=1
+// (then those are failures).
 #include "backend/microvm_vm.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -14,15 +22,24 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "backend/microvm_cpio.h"
+#include "host/cgroup.h"
+#include "host/image.h"
+#include "net/netns.h"
+#include "net/rtnl.h"
 
 namespace sbx::microvm {
 namespace {
@@ -115,6 +132,10 @@ class MicroVmTest : public ::testing::Test {
                      "kernel package from a Debian mirror)";
       return;
     }
+    if (access((store + "/refs/sandbox").c_str(), R_OK) != 0) {
+      skip_reason_ = "no tool image: " + store + "/refs/sandbox is missing (build target sbx_images)";
+      return;
+    }
     char root[] = "/tmp/sbx-mvtest-XXXXXX";
     ASSERT_NE(mkdtemp(root), nullptr);
     root_ = root;
@@ -122,13 +143,29 @@ class MicroVmTest : public ::testing::Test {
     std::filesystem::create_directories(root_ + "/vms");
     auto cfg = ConfigFromImageStore(store, root_ + "/cache");
     ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+    // The guest's initramfs + the tool image's rootfs under sandbox/ (the agent's /sandbox root).
+    host::ImageStore images(store, root_ + "/cache");
+    auto sandbox = images.Get("sandbox");
+    ASSERT_TRUE(sandbox.ok()) << sandbox.status().ToString();
+    auto tc = Clock::now();
+    Status cs = WriteNewcTree(sandbox->rootfs_dir, "sandbox", root_ + "/sandbox.cpio");
+    ASSERT_TRUE(cs.ok()) << cs.ToString();
+    cs = ConcatFiles({cfg->initramfs, root_ + "/sandbox.cpio"}, root_ + "/initrd.cpio");
+    ASSERT_TRUE(cs.ok()) << cs.ToString();
+    struct stat ist{};
+    stat((root_ + "/initrd.cpio").c_str(), &ist);
+    std::printf("[ microvm  ] initramfs with /sandbox: %lld bytes, made in %.0f ms\n",
+                static_cast<long long>(ist.st_size),
+                std::chrono::duration<double, std::milli>(Clock::now() - tc).count());
+    cfg->initramfs = root_ + "/initrd.cpio";
+    cfg->memory_mb = kMemoryMb;
     cfg->state_root = root_ + "/vms";
-    auto t = Template::Boot(*cfg);
+    auto t = Template::Boot(*cfg, root_ + "/vms/template");
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     tmpl_ = std::move(*t).release();
-    std::printf("[ microvm  ] golden VM: %s (guest kernel %s, cgroup %s)\n",
+    std::printf("[ microvm  ] golden VM: %s (guest kernel %s, cgroup %s, agent %s, root %d)\n",
                 tmpl_->stages().ToString().c_str(), tmpl_->guest_kernel().c_str(),
-                tmpl_->guest_cgroup().c_str());
+                tmpl_->guest_cgroup().c_str(), tmpl_->agent_version().c_str(), tmpl_->has_root());
     struct stat st{};
     if (stat(tmpl_->state_path().c_str(), &st) == 0)
       std::printf("[ microvm  ] template state %lld bytes\n", static_cast<long long>(st.st_size));
@@ -166,6 +203,7 @@ class MicroVmTest : public ::testing::Test {
     return vm.ok() ? std::move(*vm) : nullptr;
   }
 
+  static constexpr uint32_t kMemoryMb = 1024;
   static inline std::string skip_reason_;
   static inline std::string root_;
   static inline Template* tmpl_ = nullptr;
@@ -174,7 +212,10 @@ class MicroVmTest : public ::testing::Test {
 TEST_F(MicroVmTest, GoldenBootSavedATemplate) {
   struct stat st{};
   ASSERT_EQ(stat(tmpl_->ram_path().c_str(), &st), 0);
-  EXPECT_EQ(static_cast<uint64_t>(st.st_size), 256ull << 20);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), uint64_t{kMemoryMb} << 20);
+  EXPECT_TRUE(tmpl_->has_root());
+  EXPECT_EQ(tmpl_->dir(), root_ + "/vms/template");
+  EXPECT_EQ(access(tmpl_->json_path().c_str(), R_OK), 0);
   ASSERT_EQ(stat(tmpl_->state_path().c_str(), &st), 0);
   EXPECT_GT(st.st_size, 0);
   EXPECT_LT(st.st_size, 4 << 20) << "x-ignore-shared: the RAM must not be in the state file";
@@ -195,10 +236,10 @@ TEST_F(MicroVmTest, CloneRunsEchoHello) {
   EXPECT_EQ(*res->exit_code, 0);
   EXPECT_FALSE(res->oom);
   EXPECT_FALSE(res->timed_out);
-  // No network device of any kind: the guest has a loopback and nothing else.
-  auto net = vm->Exec(Shell("ls /sys/class/net"));
+  // One network device, down until CONFIGURE; its backend goes nowhere (no tap given).
+  auto net = vm->Exec(Shell("ls /sys/class/net; cat /sys/class/net/eth0/operstate"));
   ASSERT_TRUE(net.ok()) << net.status().ToString();
-  EXPECT_EQ(net->stdout_data, "lo\n");
+  EXPECT_EQ(net->stdout_data, "eth0\nlo\ndown\n");
 }
 
 TEST_F(MicroVmTest, ExitCodesStderrSignalsAndStartErrors) {
@@ -528,6 +569,412 @@ TEST_F(MicroVmTest, PreparedCloneRestoreToFirstOutput) {
               "p95 %.1f ms; restore to first output p50 %.1f ms p95 %.1f ms; a second echo p50 %.1f ms\n",
               kClones, Percentile(prepare_ms, 0.5), Percentile(restore_ms, 0.5), Percentile(restore_ms, 0.95),
               Percentile(first_output_ms, 0.5), Percentile(first_output_ms, 0.95), Percentile(second_ms, 0.5));
+}
+
+// ---- phase 2: the /sandbox root, limits, CONFIGURE, network, host cgroups, templates ----
+
+ExecRequest InRoot(std::string line, uint32_t uid = 1000) {
+  ExecRequest r;
+  r.shell = std::move(line);
+  r.root = "/sandbox";
+  r.uid = uid;
+  r.gid = uid;
+  r.cwd = "/work";
+  r.timeout_ms = 60000;
+  return r;
+}
+
+TEST_F(MicroVmTest, CommandsRunInTheSandboxRoot) {
+  auto vm = NewClone();
+  ASSERT_TRUE(vm);
+  auto t0 = Clock::now();
+  auto r = vm->Exec(InRoot("id -u; id -g; pwd"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  double first = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  t0 = Clock::now();
+  auto second = vm->Exec(InRoot("true"));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  std::printf("[ microvm  ] in /sandbox as uid 1000: first command in a fresh clone %.0f ms, the next %.0f ms\n",
+              first, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  EXPECT_EQ(r->stdout_data, "1000\n1000\n/work\n") << r->stderr_data << r->start_error;
+  EXPECT_EQ(r->exit_code.value_or(-1), 0);
+  // The image is read-only, even for root; the tmpfs mounts are writable.
+  r = vm->Exec(InRoot("touch /bin/x 2>&1; echo rc=$?", 0));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NE(r->stdout_data.find("Read-only file system"), std::string::npos) << r->stdout_data;
+  EXPECT_NE(r->stdout_data.find("rc=1"), std::string::npos) << r->stdout_data;
+  r = vm->Exec(InRoot("echo hi > /work/f && cat /work/f && echo tmp > /tmp/t && cat /tmp/t && "
+                      "echo vt > /var/tmp/v && cat /var/tmp/v"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->stdout_data, "hi\ntmp\nvt\n") << r->stderr_data;
+  // Its own PID namespace: a handful of processes.
+  r = vm->Exec(InRoot("ls /proc | grep -c '^[0-9]'"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  int procs = atoi(r->stdout_data.c_str());
+  EXPECT_GE(procs, 1) << r->stdout_data << r->stderr_data;
+  EXPECT_LE(procs, 5) << r->stdout_data;
+  // The image's files and the guest's /dev; no block devices, no kmsg.
+  r = vm->Exec(InRoot("grep -c '^sandbox:' /etc/passwd; ls /dev | tr '\\n' ' '; test -e /dev/kmsg || echo no-kmsg; "
+                      "echo x > /dev/null && head -c 4 /dev/zero | wc -c"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->stdout_data.substr(0, 2), "1\n") << r->stdout_data;
+  for (const char* d : {"null ", "zero ", "urandom ", "fd ", "shm "})
+    EXPECT_NE(r->stdout_data.find(d), std::string::npos) << d << " in " << r->stdout_data;
+  EXPECT_NE(r->stdout_data.find("no-kmsg\n4\n"), std::string::npos) << r->stdout_data;
+  // Writes in one clone's root are not in the next one.
+  auto other = NewClone();
+  ASSERT_TRUE(other);
+  r = other->Exec(InRoot("ls /work"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->stdout_data, "");
+}
+
+TEST_F(MicroVmTest, PidsLimitStopsAForkLoop) {
+  auto vm = NewClone();
+  ASSERT_TRUE(vm);
+  ExecRequest r = InRoot("i=0; while [ $i -lt 40 ]; do sleep 30 & i=$((i+1)); done; echo started $i");
+  r.pids_limit = 20;
+  r.timeout_ms = 30000;
+  auto res = vm->Exec(r);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->stdout_data.find("started 40"), std::string::npos) << res->stdout_data;
+  EXPECT_NE(res->stderr_data.find("fork"), std::string::npos) << res->stderr_data;
+  EXPECT_FALSE(res->timed_out);
+  // Without the limit the same loop runs to the end (and the sleeps go with the command).
+  r.pids_limit = 0;
+  res = vm->Exec(r);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->stdout_data, "started 40\n") << res->stderr_data;
+}
+
+TEST_F(MicroVmTest, NofileLimitHolds) {
+  auto vm = NewClone();
+  ASSERT_TRUE(vm);
+  ExecRequest r = InRoot("ulimit -n; ulimit -Hn; ulimit -n 64 2>/dev/null && echo raised || echo refused");
+  r.nofile = 32;
+  auto res = vm->Exec(r);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->stdout_data, "32\n32\nrefused\n") << res->stderr_data;
+}
+
+TEST_F(MicroVmTest, TermGraceAtTheDeadline) {
+  auto vm = NewClone();
+  ASSERT_TRUE(vm);
+  ExecRequest r = InRoot("trap 'echo got-term; exit 3' TERM; sleep 30");
+  r.timeout_ms = 300;
+  r.term_grace_ms = 2000;
+  auto t0 = Clock::now();
+  auto res = vm->Exec(r);
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->stdout_data, "got-term\n") << res->stderr_data;
+  EXPECT_TRUE(res->timed_out);
+  EXPECT_EQ(res->exit_code.value_or(-1), 3) << "signal " << res->signal.value_or(0);
+  EXPECT_LT(s, 2.0) << "the command ended at the TERM, it did not need the grace";
+  // A command that ignores TERM is killed at the end of the grace.
+  r = InRoot("trap '' TERM; sleep 30");
+  r.timeout_ms = 300;
+  r.term_grace_ms = 700;
+  t0 = Clock::now();
+  res = vm->Exec(r);
+  s = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_TRUE(res->timed_out);
+  EXPECT_EQ(res->signal.value_or(0), SIGKILL);
+  EXPECT_GE(s, 0.9);
+  EXPECT_LT(s, 5.0);
+}
+
+TEST_F(MicroVmTest, ConfigureDiskBytesLimitsWork) {
+  auto vm = NewClone();
+  ASSERT_TRUE(vm);
+  Status st = vm->Configure(GuestConfig{.disk_bytes = 1ull << 20, .hostname = "sbx-test"});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto res = vm->Exec(InRoot("dd if=/dev/zero of=/work/big bs=1024 count=2048"));
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_NE(res->exit_code.value_or(0), 0);
+  EXPECT_NE(res->stderr_data.find("No space left"), std::string::npos) << res->stderr_data;
+  res = vm->Exec(InRoot("rm /work/big; dd if=/dev/zero of=/tmp/ok bs=1024 count=512 2>/dev/null && echo ok; hostname"));
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->stdout_data, "ok\nsbx-test\n") << res->stderr_data;
+  // Bad configurations are refused on the host, before anything is sent.
+  EXPECT_EQ(vm->Configure(GuestConfig{.address = "10.1"}).code(), Code::kInvalidArgument);
+}
+
+// A network namespace owned by the test with a tap in it (10.9.0.1/24) and a TCP listener that
+// answers HTTP; the guest, configured 10.9.0.2/24 via 10.9.0.1, fetches from it.
+struct TapNet {
+  host::UniqueFd netns;
+  int tap = -1, listener = -1;
+  uint16_t port = 0;
+  std::string error;
+  ~TapNet() {
+    if (tap >= 0) close(tap);
+    if (listener >= 0) close(listener);
+  }
+};
+
+void MakeTapNet(TapNet& n) {
+  // A thread of its own: it moves into the new namespace and ends there.
+  std::thread([&n] {
+    auto ns = net::UnshareNetnsOnThisThread();
+    if (!ns.ok()) {
+      n.error = ns.status().ToString();
+      return;
+    }
+    n.netns = std::move(*ns);
+    n.tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+    if (n.tap < 0) {
+      n.error = std::string("open /dev/net/tun: ") + strerror(errno);
+      return;
+    }
+    ifreq ifr{};
+    ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+    std::strncpy(ifr.ifr_name, "sbxt0", IFNAMSIZ - 1);
+    if (ioctl(n.tap, TUNSETIFF, &ifr) != 0) {
+      n.error = std::string("TUNSETIFF: ") + strerror(errno);
+      return;
+    }
+    auto rt = net::Rtnl::Open();
+    if (!rt.ok()) {
+      n.error = rt.status().ToString();
+      return;
+    }
+    auto idx = (*rt)->LinkIndex("sbxt0");
+    in_addr a{};
+    inet_pton(AF_INET, "10.9.0.1", &a);
+    Status st = idx.ok() ? (*rt)->AddAddress4(*idx, a, 24) : idx.status();
+    if (st.ok()) st = (*rt)->SetLinkUp(*idx);
+    if (!st.ok()) {
+      n.error = st.ToString();
+      return;
+    }
+    n.listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr = a;
+    socklen_t len = sizeof sa;
+    if (bind(n.listener, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || listen(n.listener, 4) != 0 ||
+        getsockname(n.listener, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+      n.error = std::string("listener: ") + strerror(errno);
+      return;
+    }
+    n.port = ntohs(sa.sin_port);
+  }).join();
+}
+
+// Answers `count` HTTP requests on `listener` (each within 60 s), then returns.
+void ServeHttp(int listener, int count, std::atomic<int>* served) {
+  for (int i = 0; i < count; i++) {
+    pollfd p{listener, POLLIN, 0};
+    if (poll(&p, 1, 60000) != 1) return;
+    int c = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) return;
+    std::string req;
+    char buf[1024];
+    while (req.find("\r\n\r\n") == std::string::npos) {
+      pollfd q{c, POLLIN, 0};
+      if (poll(&q, 1, 10000) != 1) break;
+      ssize_t r = read(c, buf, sizeof buf);
+      if (r <= 0) break;
+      req.append(buf, static_cast<size_t>(r));
+    }
+    std::string body = "hello from the host side\n";
+    std::string resp = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n" + body;
+    ssize_t w = write(c, resp.data(), resp.size());
+    (void)w;
+    close(c);
+    served->fetch_add(1);
+  }
+}
+
+TEST_F(MicroVmTest, GuestReachesAListenerBehindItsTap) {
+  size_t fds_before = Entries("/proc/self/fd");
+  {
+    TapNet n;
+    MakeTapNet(n);
+    ASSERT_TRUE(n.error.empty()) << n.error;
+    std::atomic<int> served{0};
+    std::thread server(ServeHttp, n.listener, 2, &served);
+    struct JoinOnExit {  // an ASSERT that returns early must not leave the server joinable
+      std::thread& t;
+      int fd;
+      ~JoinOnExit() {
+        if (t.joinable()) {
+          shutdown(fd, SHUT_RDWR);  // wakes its poll
+          t.join();
+        }
+      }
+    } join_on_exit{server, n.listener};
+    {
+      PrepareOptions po;
+      po.tap_fd = n.tap;
+      auto t0 = Clock::now();
+      auto vm = Vm::Clone(*tmpl_, {}, po);
+      ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+      Status st = (*vm)->Configure(GuestConfig{.address = "10.9.0.2", .prefix = 24, .gateway = "10.9.0.1"});
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      std::string url = "http://10.9.0.1:" + std::to_string(n.port) + "/";
+      ExecRequest r;
+      r.shell = "wget -q -O- " + url;
+      r.timeout_ms = 30000;
+      auto res = (*vm)->Exec(r);
+      ASSERT_TRUE(res.ok()) << res.status().ToString();
+      EXPECT_EQ(res->stdout_data, "hello from the host side\n") << res->stderr_data;
+      std::printf("[ microvm  ] clone with tap to the first HTTP answer: %.0f ms\n",
+                  std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      // The same from the sandbox root, as uid 1000; and the guest's routes.
+      res = (*vm)->Exec(InRoot("wget -q -O- " + url + "; ip route 2>/dev/null || route -n"));
+      ASSERT_TRUE(res.ok()) << res.status().ToString();
+      EXPECT_EQ(res->stdout_data.rfind("hello from the host side\n", 0), 0u) << res->stdout_data << res->stderr_data;
+    }
+    server.join();
+    EXPECT_EQ(served.load(), 2);
+  }
+  // The tap existed only in the test's namespace; its fds (tap, netns, listener) are closed, so
+  // the namespace and the tap are gone with them.
+  EXPECT_EQ(if_nametoindex("sbxt0"), 0u);
+  EXPECT_EQ(Entries("/proc/self/fd"), fds_before) << "an fd was left open";
+}
+
+TEST_F(MicroVmTest, WithoutATapTheNetworkGoesNowhere) {
+  auto vm = NewClone();
+  ASSERT_TRUE(vm);
+  Status st = vm->Configure(GuestConfig{.address = "10.9.0.2", .prefix = 24, .gateway = "10.9.0.1"});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ExecRequest r;
+  // (Not `wget -T`: busybox's wget dies of SIGSEGV when its -T alarm meets a failed connect.)
+  r.shell = "wget -q -O- http://10.9.0.1:80/; echo rc=$?";
+  r.timeout_ms = 20000;
+  auto res = vm->Exec(r);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->stdout_data, "rc=1\n") << res->stderr_data;
+  EXPECT_NE(res->stderr_data.find("can't connect"), std::string::npos) << res->stderr_data;
+}
+
+TEST_F(MicroVmTest, QemuStartsInTheGivenCgroups) {
+  auto mgr = host::CgroupManager::Open("mvtest-" + std::to_string(getpid()));
+  if (!mgr.ok()) {
+    if (MustWork()) FAIL() << mgr.status().ToString();
+    GTEST_SKIP() << "no cgroups for the test: " << mgr.status().ToString();
+  }
+  std::vector<std::string> parents = (*mgr)->ParentPaths();
+  {
+    auto cg = (*mgr)->Create("vm");
+    ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+    PrepareOptions po;
+    po.cgroup_procs = (*cg)->JoinFiles();
+    ASSERT_FALSE(po.cgroup_procs.empty());
+    auto vm = Vm::Clone(*tmpl_, {}, po);
+    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    auto pids = (*cg)->Pids();
+    EXPECT_NE(std::find(pids.begin(), pids.end(), (*vm)->pid()), pids.end())
+        << "QEMU " << (*vm)->pid() << " is not in " << po.cgroup_procs[0];
+    auto res = (*vm)->Exec(Shell("echo in-cgroup"));
+    ASSERT_TRUE(res.ok()) << res.status().ToString();
+    EXPECT_EQ(res->stdout_data, "in-cgroup\n");
+    auto usage = (*cg)->Usage();
+    std::printf("[ microvm  ] QEMU's host cgroup after one command: memory %.1f MiB, cpu %.2f s\n",
+                static_cast<double>(usage.memory_current_bytes) / 1048576.0, usage.cpu_seconds);
+    EXPECT_GT(usage.memory_current_bytes, 8 << 20) << "QEMU's memory is charged to its cgroup";
+    (*vm).reset();
+    EXPECT_TRUE((*cg)->Empty());
+  }
+  mgr->reset();
+  for (const auto& p : parents) EXPECT_FALSE(std::filesystem::exists(p)) << p << " left behind";
+}
+
+TEST_F(MicroVmTest, ACgroupThatCannotBeJoinedFailsThePrepare) {
+  PrepareOptions po;
+  po.cgroup_procs = {root_ + "/no/such/cgroup.procs"};
+  auto vm = Vm::Prepare(*tmpl_, po);
+  ASSERT_FALSE(vm.ok());
+  EXPECT_NE(vm.status().message().find(po.cgroup_procs[0]), std::string::npos) << vm.status().ToString();
+  EXPECT_NE(vm.status().message().find("No such file"), std::string::npos) << vm.status().ToString();
+}
+
+// QEMUs are forked by the process-wide spawner thread: one asked for by a thread that has since
+// ended keeps running (PR_SET_PDEATHSIG follows the forking thread).
+TEST_F(MicroVmTest, QemuOutlivesTheThreadThatAskedForIt) {
+  std::unique_ptr<Vm> vm;
+  std::string err;
+  std::thread([&] {
+    auto v = Vm::Clone(*tmpl_);
+    if (v.ok()) vm = std::move(*v);
+    else err = v.status().ToString();
+  }).join();
+  ASSERT_TRUE(vm) << err;
+  auto res = vm->Exec(Shell("echo still-here"));
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->stdout_data, "still-here\n");
+}
+
+TEST_F(MicroVmTest, OpenAdoptsABootedTemplate) {
+  auto t2 = Template::Open(tmpl_->config(), tmpl_->dir());
+  ASSERT_TRUE(t2.ok()) << t2.status().ToString();
+  (*t2)->set_keep_files(true);  // the suite's template owns them
+  EXPECT_TRUE((*t2)->has_root());
+  EXPECT_EQ((*t2)->guest_kernel(), tmpl_->guest_kernel());
+  EXPECT_EQ((*t2)->agent_version(), tmpl_->agent_version());
+  {
+    auto vm = Vm::Clone(**t2);
+    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    auto res = (*vm)->Exec(InRoot("echo from-opened"));
+    ASSERT_TRUE(res.ok()) << res.status().ToString();
+    EXPECT_EQ(res->stdout_data, "from-opened\n");
+  }
+  VmConfig other = tmpl_->config();
+  other.memory_mb = 512;
+  auto bad = Template::Open(other, tmpl_->dir());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(bad.status().message().find("memory_mb"), std::string::npos) << bad.status().ToString();
+  auto none = Template::Open(tmpl_->config(), root_ + "/vms/nowhere");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Code::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/vms/nowhere"));
+  t2->reset();
+  EXPECT_EQ(access(tmpl_->ram_path().c_str(), R_OK), 0) << "keep_files: the files stay";
+}
+
+// Suspend to a file: stop + migrate a running clone (all its RAM) into a file, kill it, and
+// restore a new QEMU from the file: the guest's files, configuration and processes are back.
+TEST_F(MicroVmTest, SaveStateAndRestoreFromIt) {
+  std::string path = root_ + "/suspend.state";
+  auto vm = NewClone();
+  ASSERT_TRUE(vm);
+  ASSERT_TRUE(vm->Configure(GuestConfig{.hostname = "suspended"}).ok());
+  auto r = vm->Exec(InRoot("echo kept > /work/f; head -c 3000000 /dev/urandom > /tmp/blob; md5sum /tmp/blob"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::string sum = r->stdout_data;
+  auto t0 = Clock::now();
+  Status st = vm->SaveState(path);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  double save_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  auto rs = vm->RunState();
+  ASSERT_TRUE(rs.ok());
+  EXPECT_EQ(*rs, "postmigrate");
+  ASSERT_TRUE(vm->Destroy().ok());
+  struct stat sst{};
+  ASSERT_EQ(stat(path.c_str(), &sst), 0);
+  t0 = Clock::now();
+  auto back = Vm::RestoreFromState(*tmpl_, path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  double restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  r = (*back)->Exec(InRoot("cat /work/f; hostname; md5sum /tmp/blob"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->stdout_data, "kept\nsuspended\n" + sum);
+  std::printf("[ microvm  ] suspend: save %.0f ms, state file %.1f MiB; restore %.0f ms (%s)\n", save_ms,
+              static_cast<double>(sst.st_size) / 1048576.0, restore_ms, (*back)->stages().ToString().c_str());
+  // A second restore from the same file is another, independent VM.
+  auto again = Vm::RestoreFromState(*tmpl_, path);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  r = (*again)->Exec(InRoot("cat /work/f"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->stdout_data, "kept\n");
+  std::filesystem::remove(path);
+  EXPECT_FALSE(Vm::RestoreFromState(*tmpl_, path).ok());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@ std::unique_ptr<Backend> MakeOciBackend(const BackendContext& ctx);     // oci_b
 std::unique_ptr<Backend> MakeGvisorBackend(const BackendContext& ctx);  // gvisor_backend.cc
 std::unique_ptr<Backend> MakeWasmBackend(const BackendContext& ctx);    // wasm_backend.cc
 std::unique_ptr<Backend> MakeRemoteBackend(const BackendContext& ctx);  // remote_backend.cc
+std::unique_ptr<Backend> MakeMicrovmBackend(const BackendContext& ctx); // microvm_backend.cc
 
 std::vector<std::unique_ptr<Backend>> MakeBackends(const BackendContext& ctx) {
   std::vector<std::unique_ptr<Backend>> out;
@@ -16,6 +17,7 @@ std::vector<std::unique_ptr<Backend>> MakeBackends(const BackendContext& ctx) {
   out.push_back(MakeGvisorBackend(ctx));
   out.push_back(MakeWasmBackend(ctx));
   out.push_back(MakeRemoteBackend(ctx));
+  out.push_back(MakeMicrovmBackend(ctx));
   return out;
 }
 

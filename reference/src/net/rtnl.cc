@@ -180,6 +180,63 @@ Status Rtnl::AddAddress4(int ifindex, in_addr addr, int prefix_len) {
   return Transact(buf.data(), "RTM_NEWADDR");
 }
 
+namespace {
+// An RTM_NEWLINK that changes an existing link: header with the index, attributes by `fill`.
+template <typename Fill>
+void PutLinkChange(std::vector<char>& buf, int ifindex, Fill fill) {
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
+  nlh->nlmsg_type = RTM_NEWLINK;
+  nlh->nlmsg_flags = 0;
+  auto* ifm = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(ifinfomsg)));
+  ifm->ifi_family = AF_UNSPEC;
+  ifm->ifi_index = ifindex;
+  fill(nlh);
+}
+}  // namespace
+
+Status Rtnl::CreateBridge(const std::string& name) {
+  std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
+  nlh->nlmsg_type = RTM_NEWLINK;
+  nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
+  auto* ifm = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(ifinfomsg)));
+  ifm->ifi_family = AF_UNSPEC;
+  mnl_attr_put_strz(nlh, IFLA_IFNAME, name.c_str());
+  nlattr* linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+  mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "bridge");
+  mnl_attr_nest_end(nlh, linkinfo);
+  return Transact(buf.data(), "RTM_NEWLINK bridge");
+}
+
+Status Rtnl::SetMaster(int ifindex, int master_index) {
+  std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
+  PutLinkChange(buf, ifindex, [&](nlmsghdr* nlh) {
+    mnl_attr_put_u32(nlh, IFLA_MASTER, static_cast<uint32_t>(master_index));
+  });
+  return Transact(buf.data(), "RTM_NEWLINK master");
+}
+
+Status Rtnl::MoveToNetns(int ifindex, int netns_fd) {
+  std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
+  PutLinkChange(buf, ifindex, [&](nlmsghdr* nlh) {
+    mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, static_cast<uint32_t>(netns_fd));
+  });
+  return Transact(buf.data(), "RTM_NEWLINK netns");
+}
+
+Status Rtnl::DeleteAddress4(int ifindex, in_addr addr, int prefix_len) {
+  std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
+  nlh->nlmsg_type = RTM_DELADDR;
+  nlh->nlmsg_flags = 0;
+  auto* ifa = static_cast<ifaddrmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(ifaddrmsg)));
+  ifa->ifa_family = AF_INET;
+  ifa->ifa_prefixlen = static_cast<unsigned char>(prefix_len);
+  ifa->ifa_index = static_cast<unsigned>(ifindex);
+  mnl_attr_put(nlh, IFA_LOCAL, sizeof(addr), &addr);
+  return Transact(buf.data(), "RTM_DELADDR");
+}
+
 Status Rtnl::AddRoute4(in_addr dst, int prefix_len, int oif, std::optional<in_addr> gateway,
                        bool replace) {
   std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);

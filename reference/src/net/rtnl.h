@@ -52,6 +52,15 @@ class Rtnl {
                    bool replace);
   StatusOr<std::vector<LinkInfo>> ListLinks(bool with_stats = false);
 
+  // For a microVM's network (backend/microvm_net.h): a bridge in a sandbox's namespace joins
+  // the veth to the gateway and the VM's tap (L2: the guest itself holds the sandbox's address).
+  Status CreateBridge(const std::string& name);
+  // IFLA_MASTER: enslaves `ifindex` to the bridge `master_index`.
+  Status SetMaster(int ifindex, int master_index);
+  Status DeleteAddress4(int ifindex, in_addr addr, int prefix_len);
+  // Moves a link of this socket's namespace into the namespace of `netns_fd` (IFLA_NET_NS_FD).
+  Status MoveToNetns(int ifindex, int netns_fd);
+
  private:
   explicit Rtnl(mnl_socket* s);
   // Sends one request (nlmsghdr in buf) and waits for its ACK; the kernel's error as a Status.

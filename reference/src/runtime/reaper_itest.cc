@@ -21,6 +21,8 @@
 #include "host/process_stamp.h"
 #include "sbx/runtime.h"
 
+#include <nlohmann/json.hpp>
+
 extern char** environ;
 
 namespace sbx {
@@ -29,6 +31,21 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kSandboxes = 20;
+constexpr int kMicrovmSandboxes = 3;
+
+// QEMU processes started by the runtime `rtid` (their state directories are in its own).
+int Qemus(const std::string& rtid) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (cmd.find("qemu-system") != std::string::npos &&
+        cmd.find("/run/sandcheck/" + rtid + "/") != std::string::npos)
+      ++n;
+  }
+  return n;
+}
 
 // Everything a dead runtime could leave: its cgroups (anything named sandcheck-<its id>), its
 // state directory, and sbx-init processes.
@@ -90,9 +107,15 @@ TEST(ReaperChild, HoldSandboxes) {
   }
   auto rt = Runtime::Open({});
   ASSERT_TRUE(rt.ok());
-  for (int i = 0; i < kSandboxes; ++i) {
-    auto id = (*rt)->Create(SandboxSpec{});
-    ASSERT_TRUE(id.ok());
+  // SBX_REAPER_CHILD_BACKEND=microvm: a few microVM sandboxes instead (QEMU processes, taps,
+  // host cgroups, VM state directories).
+  const char* backend = std::getenv("SBX_REAPER_CHILD_BACKEND");
+  const int n = backend ? kMicrovmSandboxes : kSandboxes;
+  for (int i = 0; i < n; ++i) {
+    SandboxSpec spec;
+    if (backend) spec.backend = backend;
+    auto id = (*rt)->Create(spec);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
     ASSERT_TRUE((*rt)->Exec(*id, ExecSpec{.command = "sleep 1000 & echo x > /work/f"}).ok());
   }
   std::printf("ready %d\n", getpid());
@@ -196,6 +219,79 @@ TEST(ReaperTest, KillNineThenEverythingIsReclaimedWithinASecond) {
 // meets one it cannot parse — a record being written — leaves that directory alone. Before this,
 // a second runtime starting beside a first (two sandboxd on one host) swept the first's fresh
 // directory about once in ten starts, and the first then failed to start.
+// BK-5, FAIL-6: the same for microVM sandboxes. Each QEMU dies with the runtime (it has
+// PR_SET_PDEATHSIG and was forked by the runtime's long-lived spawner thread), its tap with it
+// (a tap is not persistent), and the reaper removes the host cgroups and the state directory.
+TEST(ReaperTest, KillNineWithMicrovmSandboxesLeavesNoQemu) {
+  if (geteuid() != 0) GTEST_SKIP() << "LOUD SKIP: needs root";
+  {
+    auto probe = Runtime::Open({});
+    ASSERT_TRUE(probe.ok());
+    nlohmann::json info = (*probe)->Info();
+    if (info["unsupported"].contains("microvm")) {
+      std::string why = "LOUD SKIP: no microvm backend: " + info["unsupported"]["microvm"].dump();
+      if (std::getenv("SBX_MICROVM_MUST_WORK")) FAIL() << why;
+      GTEST_SKIP() << why;
+    }
+  }
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  std::string exe = fs::read_symlink("/proc/self/exe");
+  std::string filter = "--gtest_filter=ReaperChild.HoldSandboxes";
+  char* argv[] = {exe.data(), filter.data(), nullptr};
+  std::vector<std::string> env_store = {"SBX_REAPER_CHILD=1", "SBX_REAPER_CHILD_BACKEND=microvm"};
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t child;
+  ASSERT_EQ(posix_spawn(&child, exe.c_str(), &fa, nullptr, argv, envp.data()), 0);
+  close(out[1]);
+  FILE* f = fdopen(out[0], "r");
+  char line[256];
+  bool ready = false;
+  while (fgets(line, sizeof line, f)) {
+    if (std::string(line).rfind("ready ", 0) == 0) {
+      ready = true;
+      break;
+    }
+  }
+  ASSERT_TRUE(ready) << "the child runtime did not come up";
+  std::string rtid;
+  for (const auto& e : fs::directory_iterator("/run/sandcheck")) {
+    if (e.path().filename().string().rfind(std::to_string(child) + "-", 0) == 0) rtid = e.path().filename();
+  }
+  ASSERT_FALSE(rtid.empty());
+  EXPECT_GE(Qemus(rtid), kMicrovmSandboxes);
+  EXPECT_GT(Look(rtid, {}).cgroups, 0);
+
+  kill(child, SIGKILL);
+  int status;
+  waitpid(child, &status, 0);
+  fclose(f);
+  RuntimeOptions o;
+  o.start_reaper = true;
+  auto rt = Runtime::Open(o);
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  auto t0 = std::chrono::steady_clock::now();
+  Leftovers after;
+  int qemus = 0;
+  for (;;) {
+    after = Look(rtid, {});
+    qemus = Qemus(rtid);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if ((qemus == 0 && after.cgroups == 0 && after.state_dirs == 0) || s > 60) break;
+    usleep(10000);
+  }
+  EXPECT_EQ(qemus, 0) << "a QEMU outlived its runtime";
+  EXPECT_EQ(after.cgroups, 0);
+  EXPECT_EQ(after.state_dirs, 0);
+}
+
 TEST(ReaperTest, AnOwnerRecordThatDoesNotParseIsNotSwept) {
   if (geteuid() != 0) GTEST_SKIP() << "LOUD SKIP: needs root";
   std::string dir = "/run/sandcheck/999999-reapertest";
