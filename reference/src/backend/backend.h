@@ -32,6 +32,7 @@ struct BackendContext {
   std::string runtime_id;
   std::string state_dir;             // per-sandbox directories live below <state_dir>/sb/
   std::string init_path;             // the sbx-init binary
+  std::string cache_dir;             // caches shared by runtimes (unpacked images, VM templates)
   host::CgroupManager* cgroups = nullptr;
   host::ImageStore* images = nullptr;
   const host::SeccompFilter* seccomp = nullptr;

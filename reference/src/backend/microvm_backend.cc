@@ -6,7 +6,7 @@
 //    1000, chrooted, in their own PID and mount namespaces, in a guest cgroup (memory, pids),
 //    /bin /usr /etc read-only, /work /tmp /var/tmp tmpfs of the disk quota.
 //  * Golden snapshot (SNAP-1): the template, booted once and kept on disk under
-//    <state root>/microvm-templates/<key> (key: guest image, tool image, QEMU, memory, TSC), so a
+//    <image cache>/microvm-templates/<key> (key: guest image, tool image, QEMU, memory, TSC), so a
 //    runtime that starts later opens it instead of booting (3-4 s). Every sandbox and every
 //    revert is a fresh clone restored from it (SNAP-2); a pool of spares, each restored, with
 //    its clock set, its RNG reseeded and one command already run (so TCG has translated the
@@ -190,8 +190,10 @@ class Pool : public std::enable_shared_from_this<Pool> {
   }
   const microvm::Template& tmpl() const { return *template_; }
 
-  // A spare if one is ready, else a clone made now (not warmed up: that would only add time).
-  StatusOr<Clone> Take(Clock::time_point* made_at = nullptr) {
+  // A spare if one is ready, else a clone made now; `warm_up` then: warmed up too (for a
+  // sandbox made ahead of its first command: a warm pool's, POOL-2), else not (for a command
+  // that waits: its own first run does the translating).
+  StatusOr<Clone> Take(bool warm_up) {
     std::optional<Clone> got;
     {
       std::lock_guard lock(mu_);
@@ -202,8 +204,7 @@ class Pool : public std::enable_shared_from_this<Pool> {
     }
     Refill();
     if (got) return std::move(*got);
-    (void)made_at;
-    return Make(false);
+    return Make(warm_up);
   }
 
   // Clones the template (QEMU inside a host cgroup of its own, its tap in the holding
@@ -278,14 +279,14 @@ class MicrovmSandbox final : public Sandbox {
       : ctx_(ctx), taps_(taps), pool_(std::move(pool)), id_(std::move(id)), spec_(std::move(spec)) {}
   ~MicrovmSandbox() override { Destroy(nullptr); }
 
-  Status Start(StageTimings* timings) {
+  Status Start(StageTimings* timings, CreateMode mode) {
     auto t0 = Clock::now();
     if (!spec_.egress.empty()) {
       if (!ctx_.egress) return Status(Code::kSandboxUnavailable, "egress is not available in this runtime");
       ASSIGN_OR_RETURN(net::EgressService * svc, ctx_.egress());
       ASSIGN_OR_RETURN(net_, svc->Attach(id_, spec_.egress, spec_.hosts));
     }
-    ASSIGN_OR_RETURN(Clone c, pool_->Take());
+    ASSIGN_OR_RETURN(Clone c, pool_->Take(mode == CreateMode::kPooled));
     if (timings) timings->allocate = Since(t0);
     auto t1 = Clock::now();
     Status st = Install(c, true);
@@ -360,10 +361,16 @@ class MicrovmSandbox final : public Sandbox {
     } else {
       r.exit_code = g.exit_code.value_or(-1);
     }
-    r.usage.cpu_seconds = static_cast<double>(g.cpu_usec) / 1e6;
+    // CPU from the host cgroup (QEMU as a whole), never from inside: the guest's clock runs on
+    // while the host throttles its vCPU, so the guest counts throttled time as its own (with a
+    // 0.5 CPU quota the guest's cgroup reported 0.98 of a CPU).
+    r.usage.cpu_seconds = after.cpu_seconds - before.cpu_seconds;
     r.usage.memory_peak_bytes = static_cast<int64_t>(g.peak_memory);
     r.usage.oom_kills = g.oom ? 1 : 0;
     r.usage.disk_used_bytes = static_cast<int64_t>(g.disk_used);
+    // The guest cgroup's pids peak is not reported by the agent (its 6.1 kernel has no
+    // pids.peak); QEMU's host tasks are not the command's processes. -1: unknown.
+    r.usage.pids_peak = -1;
     if (!g.start_error.empty()) {
       r.status = ExecStatus::kToolError;
       r.exit_code = 127;
@@ -393,7 +400,7 @@ class MicrovmSandbox final : public Sandbox {
       // SNAP-2: the latest durable snapshot is a suspend's state file.
       ASSIGN_OR_RETURN(next, FromState(latest_state_));
     } else {
-      ASSIGN_OR_RETURN(next, pool_->Take());
+      ASSIGN_OR_RETURN(next, pool_->Take(false));
     }
     Retire();
     Status st = Install(next, latest_state_.empty());
@@ -476,6 +483,21 @@ class MicrovmSandbox final : public Sandbox {
   }
 
   void Kill() override { cur_.Kill(); }
+
+  // POOL-2: the next user's limits. The guest's (memory, pids, fds) travel with every command;
+  // the host cgroup's are set here. The disk quota (the tmpfs sizes) is fixed at creation.
+  Status ApplyLimits(const Limits& in) override {
+    if (destroyed_ || crashed_ || !cur_.vm) return FailedPrecondition("sandbox cannot take limits");
+    Limits l = DefaultedLimits(in);
+    if (l.disk_bytes != spec_.limits.disk_bytes)
+      return FailedPrecondition("the disk quota of a pooled microVM sandbox is fixed at creation");
+    if (l.memory_bytes > kMaxMemoryRequest)
+      return InvalidArgument(fmt::format("memory limit {} bytes is more than a microVM guest can give", l.memory_bytes));
+    RETURN_IF_ERROR(cur_.cgroup->SetCpuMillicores(l.cpu_millicores));
+    RETURN_IF_ERROR(cur_.cgroup->SetMemoryBytes(HostMemory(l)));
+    spec_.limits = l;
+    return Status::Ok();
+  }
 
  private:
   static std::string Tail(const std::string& s) {
@@ -616,7 +638,7 @@ class MicrovmBackend final : public Backend {
   }
 
   StatusOr<std::unique_ptr<Sandbox>> Create(const std::string& id, const SandboxSpec& spec,
-                                            StageTimings* timings, CreateMode) override {
+                                            StageTimings* timings, CreateMode mode) override {
     SandboxSpec s = spec;
     s.limits = DefaultedLimits(s.limits);
     if (s.limits.memory_bytes > kMaxMemoryRequest) {
@@ -629,7 +651,7 @@ class MicrovmBackend final : public Backend {
     ASSIGN_OR_RETURN(std::shared_ptr<Pool> pool, PoolFor(s.template_name));
     double template_s = Since(t0);
     auto sb = std::make_unique<MicrovmSandbox>(ctx_, taps_.get(), std::move(pool), id, s);
-    RETURN_IF_ERROR(sb->Start(timings));
+    RETURN_IF_ERROR(sb->Start(timings, mode));
     if (timings && timings->allocate >= 0) timings->allocate += template_s;
     return std::unique_ptr<Sandbox>(std::move(sb));
   }
@@ -662,7 +684,12 @@ class MicrovmBackend final : public Backend {
     }
     ASSIGN_OR_RETURN(uint32_t tsc, microvm::HostTscKhz());
     ASSIGN_OR_RETURN(std::string key, TemplateKey(image, tsc));
-    const std::string root = fs::path(ctx_.state_dir).parent_path().string() + "/microvm-templates";
+    // A cache beside the unpacked images (shared by every runtime of the host, like them): not
+    // in the runtime's state root, which holds only what a runtime owns and the reaper sweeps.
+    const std::string cache = ctx_.cache_dir.empty()
+                                  ? fs::path(ctx_.state_dir).parent_path().string() + "/images"
+                                  : ctx_.cache_dir;
+    const std::string root = cache + "/microvm-templates";
     const std::string dir = root + "/" + key;
     std::error_code ec;
     fs::create_directories(root, ec);

@@ -185,6 +185,7 @@ class RuntimeImpl final : public Runtime {
 
     ctx_.runtime_id = runtime_id_;
     ctx_.state_dir = state_dir_;
+    ctx_.cache_dir = cache;
     ctx_.init_path = o.init_path;
     if (ctx_.init_path.empty()) {
       ctx_.init_path = bin + "/sbx-init";
