@@ -32,6 +32,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -196,7 +197,11 @@ class Pool : public std::enable_shared_from_this<Pool> {
   StatusOr<Clone> Take(bool warm_up) {
     std::optional<Clone> got;
     {
-      std::lock_guard lock(mu_);
+      // A spare on its way is nearer than a new clone (which would still have every code path
+      // of its first command to translate): wait for it, boundedly.
+      std::unique_lock lock(mu_);
+      changed_.wait_for(lock, std::chrono::seconds(10),
+                        [&] { return !ready_.empty() || filling_ == 0; });
       if (!ready_.empty()) {
         got = std::move(ready_.front());
         ready_.pop_front();
@@ -259,6 +264,7 @@ class Pool : public std::enable_shared_from_this<Pool> {
       } else {
         self->last_error_ = c.status().message();
       }
+      self->changed_.notify_all();
     });
   }
 
@@ -267,6 +273,7 @@ class Pool : public std::enable_shared_from_this<Pool> {
   std::unique_ptr<microvm::Template> template_;
   TapHolder* taps_;
   std::mutex mu_;
+  std::condition_variable changed_;
   std::deque<Clone> ready_;
   int filling_ = 0;
   std::string last_error_;

@@ -331,6 +331,31 @@ TEST_F(Microvm, RevertIsAFreshCloneAndSuspendKeepsTheState) {
   ASSERT_TRUE(rt_->Destroy(id).ok());
 }
 
+TEST_F(Microvm, ATenantFlooredToMicrovmGetsItWhateverItAsks) {
+  // SEL-4, SEL-6: the tenant's floor raises every request to microvm; never weaker than asked.
+  RuntimeOptions o;
+  o.tenant_floors = {{"acme", "microvm"}};
+  auto rt = Runtime::Open(o);
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  for (std::string asked : {"", "native", "gvisor"}) {
+    for (Trust t : {Trust::kFirstParty, Trust::kUntrusted}) {
+      ExecRequest req;
+      req.sandbox.backend = asked;
+      req.sandbox.tenant = "acme";
+      req.sandbox.trust = t;
+      req.exec.command = "uname -r";
+      ExecResult r = (*rt)->Run(req);
+      EXPECT_EQ(r.status, ExecStatus::kOk) << asked << ": " << r.reason;
+      EXPECT_EQ(r.backend, "microvm") << "asked '" << asked << "'";
+    }
+  }
+  // Another tenant is not floored.
+  ExecRequest other;
+  other.sandbox.tenant = "globex";
+  other.exec.command = "true";
+  EXPECT_EQ((*rt)->Run(other).backend, "native");
+}
+
 TEST_F(Microvm, NothingIsLeftAfter200CreateDestroyCycles) {
   rt_->Drain();
   VmCensus before = TakeVmCensus();
