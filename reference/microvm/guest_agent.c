@@ -59,6 +59,7 @@
 
 #define AGENT_VERSION "sbx-guest-agent/2"
 #define SANDBOX_ROOT "/sandbox"
+#define SCRATCH "/scratch"       // the one tmpfs behind every writable place of the root
 #define PORT_NAME "sbx.agent"
 
 enum {
@@ -655,9 +656,17 @@ static void do_exec(uint32_t id, const struct fieldref* f, int nf) {
     free_req(&r);
     return;
   }
-  int outp[2], errp[2], inp[2], errpipe[2], statp[2] = {-1, -1};
+  int outp[2] = {-1, -1}, errp[2] = {-1, -1}, inp[2] = {-1, -1}, errpipe[2] = {-1, -1},
+      statp[2] = {-1, -1};
   if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(inp, O_CLOEXEC) < 0 ||
       pipe2(errpipe, O_CLOEXEC) < 0 || (r.root && pipe2(statp, O_CLOEXEC | O_NONBLOCK) < 0)) {
+    int e = errno;
+    // The pipes made before the one that failed (PID 1 must not leak under EMFILE).
+    int* all[] = {outp, errp, inp, errpipe, statp};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+      for (int j = 0; j < 2; j++)
+        if (all[i][j] >= 0) close(all[i][j]);
+    errno = e;
     send_error(id, "pipe: %s", strerror(errno));
     kill_cgroup(cg, 1);
     free_req(&r);
@@ -854,24 +863,12 @@ static void do_exec(uint32_t id, const struct fieldref* f, int nf) {
   field_u8(&b, R_OOM, ooms > 0);
   field_u8(&b, R_TIMED_OUT, (unsigned)timed_out);
   field_u64(&b, R_WALL_USEC, wall);
-  if (r.root) {
-    // The writable mounts of the root after the command: the least space left on any of them
-    // and what they hold together (the host reports a full one as the disk quota's breach).
-    uint64_t free_min = UINT64_MAX, used = 0;
-    static const char* const kWritable[] = {"/work", "/tmp", "/var/tmp"};
-    for (size_t i = 0; i < sizeof kWritable / sizeof *kWritable; i++) {
-      char path[300];
-      struct statvfs sv;
-      snprintf(path, sizeof path, "%s%s", r.root, kWritable[i]);
-      if (statvfs(path, &sv) != 0) continue;
-      uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-      if (avail < free_min) free_min = avail;
-      used += (uint64_t)(sv.f_blocks - sv.f_bfree) * sv.f_frsize;
-    }
-    if (free_min != UINT64_MAX) {
-      field_u64(&b, R_DISK_FREE, free_min);
-      field_u64(&b, R_DISK_USED, used);
-    }
+  struct statvfs sv;
+  if (r.root && g_has_root && statvfs(SCRATCH, &sv) == 0) {
+    // The root's scratch space after the command (the host reports a full one as the disk
+    // quota's breach).
+    field_u64(&b, R_DISK_FREE, (uint64_t)sv.f_bavail * sv.f_frsize);
+    field_u64(&b, R_DISK_USED, (uint64_t)(sv.f_blocks - sv.f_bfree) * sv.f_frsize);
   }
   if (b.failed) send_error(id, "out of memory building the result");
   else send_frame(T_EXEC_RESULT, id, &b);
@@ -962,22 +959,35 @@ static int prepare_root(void) {
     umount2(R, MNT_DETACH);
     return 0;
   }
+  // Where commands write: ONE tmpfs (outside the root), a directory of it bind-mounted on each
+  // writable place, so the disk quota (CONFIGURE's size) holds for all of them together, as
+  // the native backend's one scratch quota does.
   static const struct {
     const char* dir;
-    const char* opts;
-  } tmpfs[] = {
-      {"/work", "mode=0755,uid=1000,gid=1000"},
-      {"/tmp", "mode=1777"},
-      {"/var/tmp", "mode=1777"},
-      {"/run", "mode=0755"},
-      {"/home/sandbox", "mode=0700,uid=1000,gid=1000"},
+    const char* sub;
+    mode_t mode;
+    uid_t owner;
+  } writable[] = {
+      {"/work", "work", 0755, 1000},
+      {"/tmp", "tmp", 01777, 0},
+      {"/var/tmp", "var-tmp", 01777, 0},
+      {"/run", "run", 0755, 0},
+      {"/home/sandbox", "home", 0700, 1000},
   };
-  char path[128];
-  for (size_t i = 0; i < sizeof tmpfs / sizeof tmpfs[0]; i++) {
-    snprintf(path, sizeof path, "%s%s", R, tmpfs[i].dir);
+  if ((mkdir(SCRATCH, 0700) < 0 && errno != EEXIST) ||
+      mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0) {
+    klog("sbx-agent: tmpfs on %s: %s", SCRATCH, strerror(errno));
+    return 0;
+  }
+  char path[128], src[128];
+  for (size_t i = 0; i < sizeof writable / sizeof writable[0]; i++) {
+    snprintf(path, sizeof path, "%s%s", R, writable[i].dir);
     if (!is_dir(path)) continue;
-    if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, tmpfs[i].opts) < 0) {
-      klog("sbx-agent: tmpfs on %s: %s", path, strerror(errno));
+    snprintf(src, sizeof src, "%s/%s", SCRATCH, writable[i].sub);
+    if (mkdir(src, 0700) < 0 || chown(src, writable[i].owner, writable[i].owner) < 0 ||
+        chmod(src, writable[i].mode) < 0 || mount(src, path, NULL, MS_BIND, NULL) < 0 ||
+        mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0) {
+      klog("sbx-agent: scratch %s on %s: %s", src, path, strerror(errno));
       return 0;
     }
   }
@@ -1152,20 +1162,15 @@ static void do_configure(uint32_t id, const struct fieldref* f, int nf) {
     if (!ok) { send_error(id, "configure: eth0 %s: %s", step, strerror(e)); return; }
   }
   if (disk) {
-    // Where commands write: every writable tmpfs of the root gets the size (the initramfs's /tmp
-    // when no root was prepared).
-    static const char* const dirs[] = {"/work", "/tmp", "/var/tmp", "/run", "/home/sandbox"};
+    // Where commands write: the root's one scratch tmpfs (every writable place of the root is
+    // a directory of it) gets the size; the initramfs's /tmp when no root was prepared.
     char opts[64];
     snprintf(opts, sizeof opts, "size=%llu", (unsigned long long)disk);
-    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-      if (!g_has_root && strcmp(dirs[i], "/tmp") != 0) continue;
-      char path[128];
-      snprintf(path, sizeof path, "%s%s", g_has_root ? SANDBOX_ROOT : "", dirs[i]);
-      if (!is_mount_point(path)) continue;
-      if (mount("tmpfs", path, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, opts) < 0) {
-        send_error(id, "configure: remounting %s with %s: %s", path, opts, strerror(errno));
-        return;
-      }
+    const char* path = g_has_root ? SCRATCH : "/tmp";
+    if (is_mount_point(path) &&
+        mount("tmpfs", path, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, opts) < 0) {
+      send_error(id, "configure: remounting %s with %s: %s", path, opts, strerror(errno));
+      return;
     }
   }
   if (host[0] && sethostname(host, strlen(host)) < 0) {

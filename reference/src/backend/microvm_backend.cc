@@ -72,15 +72,17 @@ constexpr uint32_t kSandboxUid = 1000;
 constexpr uint32_t kGuestMemoryMb = 1024;
 constexpr int64_t kGuestReserveBytes = 160ll << 20;
 constexpr int64_t kMaxMemoryRequest = (int64_t{kGuestMemoryMb} << 20) - kGuestReserveBytes;
-// QEMU's own memory beside the guest's (the TCG code buffer, its heap, libraries: about 70 MiB
-// per clone measured) and the guest kernel's pages outside the command's cgroup: the host
-// cgroup's limit is the request plus this.
+// QEMU's own memory beside the guest's RAM (the TCG code buffer, its heap, libraries: about
+// 70 MiB per clone measured). The host cgroup's limit is the whole guest's RAM plus this: a
+// clone's RAM is a private copy-on-write mapping without a balloon, so every guest page ever
+// written stays resident in QEMU even after the guest frees it; a limit of the request alone
+// would end a sandbox whose commands each stayed within it. RES-2 is the guest cgroup's.
 constexpr int64_t kHostOverheadBytes = 320ll << 20;
+constexpr int64_t kHostMemoryBytes = (int64_t{kGuestMemoryMb} << 20) + kHostOverheadBytes;
 constexpr int64_t kQemuPids = 64;  // QEMU's threads (main, RCU, vCPU, I/O workers)
 constexpr uint32_t kOutputLimit = 1u << 20;
 constexpr int kSpareFloor = 1;
 
-int64_t HostMemory(const Limits& l) { return l.memory_bytes + kHostOverheadBytes; }
 
 std::string Hex6() {
   static std::atomic<uint32_t> seq{0};
@@ -114,7 +116,10 @@ microvm::ExecRequest GuestRequest(const ExecSpec& exec, const SandboxSpec& spec)
   std::map<std::string, std::string> env = AgentBaseEnv();
   for (const auto* m : {&spec.env, &exec.env, &spec.secrets, &exec.secrets})
     for (const auto& [k, v] : *m) env[k] = v;
-  for (const auto& [k, v] : env) req.env.push_back(k + "=" + v);
+  for (auto& [k, v] : env) {
+    req.env.push_back(k + "=" + v);
+    explicit_bzero(v.data(), v.size());  // LC-8: the request's copy is zeroed after the command
+  }
   req.cwd = "/work";
   req.stdin_data = exec.stdin_data;
   req.timeout_ms = exec.timeout_s > 0 ? static_cast<uint32_t>(std::ceil(exec.timeout_s * 1000)) : 0;
@@ -142,7 +147,7 @@ void ZeroRequest(microvm::ExecRequest* req) {
 // killed and the command's wait ends.
 class HostOomWatch {
  public:
-  HostOomWatch(host::Cgroup* cg, pid_t qemu) : cg_(cg), qemu_(qemu) {
+  HostOomWatch(host::Cgroup* cg, pid_t qemu, int64_t seen) : cg_(cg), qemu_(qemu), seen_(seen) {
     int oom = cg_->OomEventFd();
     if (oom < 0 || pipe2(stop_, O_CLOEXEC) != 0) return;
     thread_ = std::thread([this, oom] {
@@ -151,9 +156,9 @@ class HostOomWatch {
         if (poll(p, 2, -1) < 0 && errno != EINTR) return;
         if (p[1].revents) return;
         if (p[0].revents) {
-          uint64_t v;
-          (void)!read(oom, &v, sizeof v);
-          if (cg_->UnderOom() || cg_->OomKills() > 0) {
+          // A wake-up, not the verdict (v2 wakes on every memory.events change).
+          (void)cg_->TakeOomEvent();
+          if (cg_->UnderOom() || cg_->OomKills() > seen_) {
             fired_ = true;
             ::kill(qemu_, SIGKILL);
             return;
@@ -175,6 +180,7 @@ class HostOomWatch {
  private:
   host::Cgroup* cg_;
   pid_t qemu_;
+  int64_t seen_;
   int stop_[2] = {-1, -1};
   std::atomic<bool> fired_{false};
   std::thread thread_;
@@ -200,8 +206,10 @@ class Pool : public std::enable_shared_from_this<Pool> {
       // A spare on its way is nearer than a new clone (which would still have every code path
       // of its first command to translate): wait for it, boundedly.
       std::unique_lock lock(mu_);
+      // Only a refill that is RUNNING counts: one still queued may sit behind this very
+      // thread in the runtime's executor.
       changed_.wait_for(lock, std::chrono::seconds(10),
-                        [&] { return !ready_.empty() || filling_ == 0; });
+                        [&] { return !ready_.empty() || making_ == 0; });
       if (!ready_.empty()) {
         got = std::move(ready_.front());
         ready_.pop_front();
@@ -218,7 +226,7 @@ class Pool : public std::enable_shared_from_this<Pool> {
     Clone c;
     ASSIGN_OR_RETURN(c.cgroup, ctx_.cgroups->Create("sb-vm-" + Hex6()));
     // A spare's ceiling until a sandbox takes it (then the sandbox's limits): the whole guest.
-    RETURN_IF_ERROR(c.cgroup->SetMemoryBytes((int64_t{kGuestMemoryMb} << 20) + kHostOverheadBytes));
+    RETURN_IF_ERROR(c.cgroup->SetMemoryBytes(kHostMemoryBytes));
     RETURN_IF_ERROR(c.cgroup->SetPidsMax(kQemuPids));
     ASSIGN_OR_RETURN(c.tap, taps_->MakeTap());
     microvm::PrepareOptions po;
@@ -255,10 +263,23 @@ class Pool : public std::enable_shared_from_this<Pool> {
       ++filling_;
     }
     auto self = shared_from_this();
+    posting_ = true;  // thread_local: true only while this thread is inside the post below
     ctx_.background([self] {
+      if (posting_) {
+        // The runtime ran the task inline (its executor's backlog is full): a caller's create
+        // or revert must not pay for a whole spare. The next take schedules one again.
+        std::lock_guard lock(self->mu_);
+        --self->filling_;
+        return;
+      }
+      {
+        std::lock_guard lock(self->mu_);
+        ++self->making_;
+      }
       auto c = self->Make(true);
       std::lock_guard lock(self->mu_);
       --self->filling_;
+      --self->making_;
       if (c.ok()) {
         self->ready_.push_back(std::move(c).value());
       } else {
@@ -266,6 +287,7 @@ class Pool : public std::enable_shared_from_this<Pool> {
       }
       self->changed_.notify_all();
     });
+    posting_ = false;
   }
 
  private:
@@ -275,7 +297,9 @@ class Pool : public std::enable_shared_from_this<Pool> {
   std::mutex mu_;
   std::condition_variable changed_;
   std::deque<Clone> ready_;
-  int filling_ = 0;
+  static inline thread_local bool posting_ = false;
+  int filling_ = 0;  // refills scheduled or running
+  int making_ = 0;   // refills running
   std::string last_error_;
 };
 
@@ -324,6 +348,15 @@ class MicrovmSandbox final : public Sandbox {
     r.sandbox_id = id_;
     auto t_inject = Clock::now();
     microvm::ExecRequest req = GuestRequest(exec, spec_);
+    auto valid = microvm::EncodeExecRequest(0, req);  // what the VM layer will send, checked
+    if (valid.ok()) explicit_bzero(valid->data(), valid->size());
+    if (!valid.ok()) {
+      // Bad input (stdin over one request, a NUL byte, an empty env name): refused before
+      // anything reaches the guest; the sandbox is untouched.
+      ZeroRequest(&req);
+      return InvalidArgument("the microvm backend cannot send this command: " +
+                             valid.status().message());
+    }
     (void)cur_.cgroup->ResetPeak();
     const host::CgroupUsage before = cur_.cgroup->Usage();
     r.stages.inject_context = Since(t_inject);
@@ -332,7 +365,7 @@ class MicrovmSandbox final : public Sandbox {
     StatusOr<microvm::ExecResult> res = Status(Code::kInternal, "not run");
     bool host_oom = false;
     {
-      HostOomWatch watch(cur_.cgroup.get(), cur_.vm->pid());
+      HostOomWatch watch(cur_.cgroup.get(), cur_.vm->pid(), oom_kills_seen_);
       res = cur_.vm->Exec(req);
       host_oom = watch.fired();
     }
@@ -342,12 +375,21 @@ class MicrovmSandbox final : public Sandbox {
     auto t_collect = Clock::now();
     const host::CgroupUsage after = cur_.cgroup->Usage();
     r.usage.throttled_seconds = after.throttled_seconds - before.throttled_seconds;
+    if (!res.ok() && !host_oom && cur_.vm->Ping().ok()) {
+      // The guest is alive and answered: the agent refused this request (an ERROR reply with
+      // its id). The sandbox stays usable.
+      r.status = ExecStatus::kToolError;
+      r.error_code = "exec_refused";
+      r.reason = "the guest agent refused the command: " + res.status().message();
+      r.stages.collect = Since(t_collect);
+      return r;
+    }
     if (!res.ok()) {
-      host_oom = host_oom || cur_.cgroup->UnderOom() || after.oom_kills > before.oom_kills;
+      host_oom = host_oom || cur_.cgroup->UnderOom() || after.oom_kills > oom_kills_seen_;
       EndVm();
       r.state = SandboxState::kCrashed;
       if (host_oom) {
-        SetMemoryExceeded(HostMemory(spec_.limits), &r);
+        SetMemoryExceeded(kHostMemoryBytes, &r);
         r.reason += "; the VM as a whole (QEMU included) reached its host cgroup's limit";
       } else {
         r.status = ExecStatus::kSandboxUnavailable;
@@ -501,7 +543,7 @@ class MicrovmSandbox final : public Sandbox {
     if (l.memory_bytes > kMaxMemoryRequest)
       return InvalidArgument(fmt::format("memory limit {} bytes is more than a microVM guest can give", l.memory_bytes));
     RETURN_IF_ERROR(cur_.cgroup->SetCpuMillicores(l.cpu_millicores));
-    RETURN_IF_ERROR(cur_.cgroup->SetMemoryBytes(HostMemory(l)));
+    RETURN_IF_ERROR(cur_.cgroup->SetMemoryBytes(kHostMemoryBytes));
     spec_.limits = l;
     return Status::Ok();
   }
@@ -516,7 +558,7 @@ class MicrovmSandbox final : public Sandbox {
   Status Install(Clone& c, bool configure) {
     const Limits& l = spec_.limits;
     RETURN_IF_ERROR(c.cgroup->SetCpuMillicores(l.cpu_millicores));
-    RETURN_IF_ERROR(c.cgroup->SetMemoryBytes(HostMemory(l)));
+    RETURN_IF_ERROR(c.cgroup->SetMemoryBytes(kHostMemoryBytes));
     oom_kills_seen_ = c.cgroup->OomKills();
     microvm::GuestConfig gc;
     gc.disk_bytes = static_cast<uint64_t>(l.disk_bytes);
@@ -536,7 +578,7 @@ class MicrovmSandbox final : public Sandbox {
     Clone c;
     ASSIGN_OR_RETURN(c.cgroup, ctx_.cgroups->Create("sb-vm-" + Hex6()));
     RETURN_IF_ERROR(c.cgroup->SetPidsMax(kQemuPids));
-    RETURN_IF_ERROR(c.cgroup->SetMemoryBytes(HostMemory(spec_.limits)));
+    RETURN_IF_ERROR(c.cgroup->SetMemoryBytes(kHostMemoryBytes));
     ASSIGN_OR_RETURN(c.tap, taps_->MakeTap());
     microvm::PrepareOptions po;
     po.tap_fd = c.tap.fd.get();
@@ -677,8 +719,11 @@ class MicrovmBackend final : public Backend {
     struct stat st {};
     if (stat(qemu_.c_str(), &st) != 0) return ErrnoStatus(qemu_);
     host::Sha256 h;
-    h.Update(fmt::format("v2|{}|{}|{}|{}|{}|{}|{}", guest_.digest, image.digest, qemu_,
-                         st.st_size, st.st_mtim.tv_sec, kGuestMemoryMb, tsc));
+    // The machine revision and protocol version too: a build that changes either boots its own
+    // template, never over one that other runtimes' clones are restored from.
+    h.Update(fmt::format("m{}|p{}|{}|{}|{}|{}|{}|{}|{}", microvm::kMachineRevision,
+                         microvm::proto::kVersion, guest_.digest, image.digest, qemu_, st.st_size,
+                         st.st_mtim.tv_sec, kGuestMemoryMb, tsc));
     return host::Sha256::ToHex(h.Finish()).substr(0, 24);
   }
 

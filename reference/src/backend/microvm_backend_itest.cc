@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -67,20 +68,30 @@ struct VmCensus {
 std::ostream& operator<<(std::ostream& o, const VmCensus& c) {
   return o << "{qemus " << c.qemus << ", cgroups " << c.cgroups << ", vm dirs " << c.vm_dirs << "}";
 }
+pid_t ParentOf(pid_t pid) {
+  std::ifstream st("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(st, line);)
+    if (line.rfind("PPid:", 0) == 0) return std::stoi(line.substr(5));
+  return -1;
+}
+
+// A QEMU of this process: its parent is us (unconfined) or the keeper we forked (confined: the
+// init of QEMU's PID namespace, microvm_vm.cc SpawnQemu).
+bool IsOurQemu(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (cmd.find("qemu-system") == std::string::npos) return false;
+  pid_t parent = ParentOf(pid);
+  return parent == getpid() || (parent > 0 && ParentOf(parent) == getpid());
+}
+
 VmCensus TakeVmCensus() {
   VmCensus c;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/proc", ec)) {
     std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (cmd.rfind("qemu-system", 0) == 0 || cmd.find("/qemu-system") != std::string::npos) {
-      std::ifstream st(e.path() / "status");
-      for (std::string line; std::getline(st, line);) {
-        if (line.rfind("PPid:", 0) == 0 && std::stoi(line.substr(5)) == getpid()) ++c.qemus;
-      }
-    }
+    if (IsOurQemu(std::stoi(name))) ++c.qemus;
   }
   for (const char* h : {"memory", "cpu", "pids", "unified"}) {
     std::string base = std::string("/sys/fs/cgroup/") + h;
@@ -220,6 +231,73 @@ TEST_F(Microvm, EscapeAttemptsFailInsideTheGuest) {
   EXPECT_LE(procs, 5) << r.stdout_tail;
 }
 
+// The QEMUs of this process, by pid.
+std::vector<pid_t> OurQemus() {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (IsOurQemu(std::stoi(name))) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+TEST_F(Microvm, QemuItselfKeepsNothingOfRoot) {
+  // The next wall after the guest: a guest that escaped into QEMU finds a process without
+  // capabilities, under seccomp, in an empty chroot, as a uid no other VM shares.
+  std::string id = Create();
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(Exec(id, "echo up").stdout_tail, "up\n");
+  rt_->Drain();  // the spare's refill is done: no QEMU is between its fork and its drop
+  std::vector<pid_t> qemus = OurQemus();
+  ASSERT_FALSE(qemus.empty());
+  std::set<std::string> uids;
+  size_t live = 0;
+  for (pid_t q : qemus) {
+    std::ifstream st("/proc/" + std::to_string(q) + "/status");
+    std::map<std::string, std::string> f;
+    for (std::string line; std::getline(st, line);) {
+      auto c = line.find(':');
+      if (c == std::string::npos) continue;
+      size_t v = line.find_first_not_of(" \t", c + 1);
+      f[line.substr(0, c)] = v == std::string::npos ? "" : line.substr(v);
+    }
+    if (f["State"].rfind("Z", 0) == 0) continue;  // a reverted clone's QEMU being reaped
+    ++live;
+    EXPECT_EQ(f["CapEff"], "0000000000000000") << q;
+    EXPECT_EQ(f["CapPrm"], "0000000000000000") << q;
+    EXPECT_EQ(f["Seccomp"], "2") << q;
+    EXPECT_EQ(f["NoNewPrivs"], "1") << q;
+    std::string uid = f["Uid"].substr(0, f["Uid"].find_first_of(" \t"));
+    EXPECT_NE(uid, "0") << q;
+    uids.insert(uid);
+    std::error_code ec;
+    auto root = fs::read_symlink("/proc/" + std::to_string(q) + "/root", ec);
+    EXPECT_NE(root.string(), "/") << q;
+    EXPECT_NE(root.filename().string(), "") << q;
+    EXPECT_EQ(root.filename().string(), "jail") << q;
+  }
+  EXPECT_GT(live, 0u);
+  EXPECT_EQ(uids.size(), live) << "two QEMUs share a uid";
+  ASSERT_TRUE(rt_->Destroy(id).ok());
+}
+
+TEST_F(Microvm, BadInputIsRefusedAndTheSandboxStaysUsable) {
+  std::string id = Create();
+  ASSERT_FALSE(id.empty());
+  // stdin over one agent request (1 MiB): refused before it reaches the guest.
+  auto big = rt_->Exec(id, ExecSpec{.command = "wc -c", .stdin_data = std::string(2 << 20, 'x')});
+  EXPECT_FALSE(big.ok() && big->status == ExecStatus::kOk);
+  if (!big.ok()) {
+    EXPECT_EQ(big.status().code(), Code::kInvalidArgument) << big.status().ToString();
+  }
+  ExecResult after = Exec(id, "echo still-here");
+  EXPECT_EQ(after.stdout_tail, "still-here\n") << after.reason;
+  EXPECT_EQ(after.state, SandboxState::kRunning);
+  ASSERT_TRUE(rt_->Destroy(id).ok());
+}
+
 TEST_F(Microvm, MemoryLimitEndsTheSandboxAndRevertRecovers) {
   // RES-2, RES-8: 160 MiB fits in 256 MiB; 288 MiB ends the sandbox (CRASHED); revert recovers.
   std::string id = Create({.memory_bytes = 256ll << 20});
@@ -255,6 +333,20 @@ TEST_F(Microvm, PidsFdsAndTheTimeoutBite) {
   EXPECT_NE(t.stdout_tail.find("got-term"), std::string::npos) << t.stdout_tail;
   ExecResult next = Exec(id, "echo next");
   EXPECT_EQ(next.stdout_tail, "next\n");
+  ASSERT_TRUE(rt_->Destroy(id).ok());
+}
+
+TEST_F(Microvm, TheDiskQuotaHoldsForEveryWritablePlaceTogether) {
+  // RES-3: /work, /tmp, /var/tmp and $HOME are one scratch space of the quota, not one each.
+  std::string id = Create({.disk_bytes = 32ll << 20});
+  ASSERT_FALSE(id.empty());
+  ExecResult r = Exec(id, "sbx-diskfill /work/a 12 && sbx-diskfill /tmp/b 12 && "
+                          "sbx-diskfill $HOME/c 12 && echo all-fit");
+  EXPECT_EQ(r.status, ExecStatus::kResourceExceeded) << r.reason << r.stdout_tail;
+  EXPECT_EQ(r.stdout_tail.find("all-fit"), std::string::npos) << r.stdout_tail;
+  ASSERT_TRUE(rt_->Revert(id).ok());
+  ExecResult again = Exec(id, "sbx-diskfill /tmp/b 24 && echo fits");
+  EXPECT_NE(again.stdout_tail.find("fits"), std::string::npos) << again.stdout_tail << again.reason;
   ASSERT_TRUE(rt_->Destroy(id).ok());
 }
 
@@ -357,20 +449,29 @@ TEST_F(Microvm, ATenantFlooredToMicrovmGetsItWhateverItAsks) {
 }
 
 TEST_F(Microvm, NothingIsLeftAfter200CreateDestroyCycles) {
+  // A runtime of its own, closed at the end: then not even its spare may be left. The shared
+  // runtime's spare (if any) is in both censuses.
   rt_->Drain();
   VmCensus before = TakeVmCensus();
-  for (int i = 0; i < 200; ++i) {
-    std::string id = Create();
-    ASSERT_FALSE(id.empty()) << "cycle " << i;
-    ASSERT_TRUE(rt_->Destroy(id).ok()) << "cycle " << i;
-  }
   {
-    std::string id = Create();
-    Exec(id, "sleep 100 & echo x > /work/x");
-    ASSERT_TRUE(rt_->Revert(id).ok());
-    ASSERT_TRUE(rt_->Destroy(id).ok());
+    auto rt = Runtime::Open(RuntimeOptions{});
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+    for (int i = 0; i < 200; ++i) {
+      auto id = (*rt)->Create(SandboxSpec{.backend = "microvm"});
+      ASSERT_TRUE(id.ok()) << "cycle " << i << ": " << id.status().ToString();
+      ASSERT_TRUE((*rt)->Destroy(*id).ok()) << "cycle " << i;
+    }
+    auto id = (*rt)->Create(SandboxSpec{.backend = "microvm"});
+    ASSERT_TRUE(id.ok());
+    auto r = (*rt)->Exec(*id, ExecSpec{.command = "sleep 100 & echo x > /work/x"});
+    EXPECT_TRUE(r.ok());
+    ASSERT_TRUE((*rt)->Revert(*id).ok());
+    ASSERT_TRUE((*rt)->Destroy(*id).ok());
+    (*rt)->Drain();
+    VmCensus during = TakeVmCensus();
+    // At most the closing runtime's own spare (one QEMU) beyond the baseline.
+    EXPECT_LE(during.qemus, before.qemus + 1) << "during " << during;
   }
-  rt_->Drain();
   VmCensus after = TakeVmCensus();
   EXPECT_EQ(before, after) << "before " << before << " after " << after;
 }

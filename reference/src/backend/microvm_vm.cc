@@ -7,7 +7,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -491,8 +493,12 @@ class AgentChannel {
       ASSIGN_OR_RETURN(std::optional<proto::Frame> f, dec_.Next());
       if (f) {
         if (f->type == proto::kError && f->id == 0) {
+          // SECURITY: what a guest says is bounded here: the last kMaxComplaints, each cut to
+          // kComplaintBytes (a guest streaming ERROR frames must not grow the runtime).
           const auto* m = f->Find(proto::kMessage);
-          complaints_.push_back(m ? m->value : "(no message)");
+          if (complaints_.size() >= kMaxComplaints) complaints_.erase(complaints_.begin());
+          complaints_.push_back((m ? m->value : "(no message)").substr(0, kComplaintBytes));
+          ++complaints_total_;
           continue;
         }
         return std::move(*f);
@@ -507,7 +513,9 @@ class AgentChannel {
  private:
   int fd_;
   proto::Decoder dec_;
+  static constexpr size_t kMaxComplaints = 64, kComplaintBytes = 256;
   std::vector<std::string> complaints_;
+  uint64_t complaints_total_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -515,6 +523,13 @@ class AgentChannel {
 // that forked the child exits; backend work runs on worker threads that come and go, so forking
 // from them would kill QEMUs at random. This thread never exits, so a QEMU dies with the process.
 namespace {
+// The uid a confined QEMU runs as: one per VM of this process (4096 per process, cycling),
+// in a range no account uses (2,000,000,000 .. 4,048,000,000).
+uint32_t ConfinedUid() {
+  static std::atomic<uint32_t> seq{0};
+  return 2000000000u + (static_cast<uint32_t>(getpid()) % 500000u) * 4096u + (seq.fetch_add(1) % 4096u);
+}
+
 
 constexpr const char* kGuestMac = "52:54:00:12:34:56";
 // Saving or loading a whole VM (its RAM) to or from a file.
@@ -576,8 +591,15 @@ class Spawner {
 // Forks QEMU (on the spawner thread) with: 0 /dev/null, 1+2 `logfd`, src[i] at fd 3+i. Before the
 // exec the child joins `cgroup_procs`; a failure there or in the exec comes back through a
 // close-on-exec pipe as the child's own report, and the child is reaped.
+//
+// `keeper`: the child is the init of a new PID namespace (clone(CLONE_NEWPID)) and QEMU its only
+// child. A confined QEMU changes its uid (-runas), and the kernel clears PR_SET_PDEATHSIG at
+// any change of the effective uid, so QEMU itself would survive the runtime; the keeper keeps
+// root's (unchanged) credentials and its PDEATHSIG, and when it dies (the runtime died, or
+// Destroy killed it) the kernel kills everything in its namespace: QEMU. It exits with QEMU's
+// status when QEMU ends. QEMU also sees no host process. The returned pid is the keeper's.
 StatusOr<pid_t> SpawnQemu(const std::vector<std::string>& args, std::vector<int> src, int logfd,
-                          const std::vector<std::string>& cgroup_procs) {
+                          const std::vector<std::string>& cgroup_procs, bool keeper) {
   // Everything the child touches is ready before the fork (async-signal-safe from there on).
   std::vector<std::string> a = args;
   std::vector<char*> argv;
@@ -595,7 +617,10 @@ StatusOr<pid_t> SpawnQemu(const std::vector<std::string>& args, std::vector<int>
   pid_t pid = -1;
   int fork_errno = 0;
   Spawner::Run([&] {
-    pid = fork();
+    // A raw clone without a new stack is a fork (into a new PID namespace for the keeper).
+    pid = keeper ? static_cast<pid_t>(syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, nullptr, nullptr,
+                                              nullptr, nullptr))
+                 : fork();
     if (pid != 0) {
       fork_errno = errno;
       return;
@@ -611,7 +636,9 @@ StatusOr<pid_t> SpawnQemu(const std::vector<std::string>& args, std::vector<int>
       _exit(127);
     };
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(126);
+    // getppid() is 0 in a new PID namespace (the parent is outside it): the check is only
+    // meaningful for a plain fork.
+    if (!keeper && getppid() != parent) _exit(126);
     for (const char* p : procs) {
       int fd = open(p, O_WRONLY | O_CLOEXEC);
       if (fd < 0) report("joining cgroup: open", p, errno);
@@ -641,6 +668,26 @@ StatusOr<pid_t> SpawnQemu(const std::vector<std::string>& args, std::vector<int>
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (keeper) {
+      // A raw clone, not fork(): this process is a raw clone of a multithreaded one, so glibc's
+      // fork machinery (its atfork handlers, which take locks another thread may have held at
+      // the clone) must not run here: it deadlocked once in a test.
+      pid_t q = static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+      if (q < 0) report("fork", "QEMU", errno);
+      if (q > 0) {
+        // The keeper: holds nothing of QEMU's (its copies of the sockets, taps and the error
+        // pipe go, so the host sees EOF when QEMU goes), reaps, and ends with QEMU's status.
+        for (int fd = 0; fd < 4 + n; fd++) close(fd);
+        int st = 0;
+        for (;;) {
+          pid_t w = waitpid(-1, &st, 0);
+          if (w == q) break;
+          if (w < 0 && errno != EINTR) _exit(125);
+        }
+        if (WIFEXITED(st)) _exit(WEXITSTATUS(st));
+        _exit(128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0));
+      }
+    }
     execvp(argv[0], argv.data());
     report("exec", argv[0], errno);
   });
@@ -729,6 +776,22 @@ Status QemuVm::Start(const VmConfig& cfg, const std::string& dir, const std::str
       "-chardev", "socket,id=qmp,fd=4,server=on,wait=off",
       "-mon", "chardev=qmp,mode=control",
   };
+  if (cfg.confine) {
+    // SECURITY: QEMU is the boundary an escaped guest meets next, so it keeps nothing of root.
+    // Everything it needs is opened before it drops (RAM file, kernel, logs; sockets, taps and
+    // state files arrive as fds), then: a seccomp filter (no exec of helpers, no obsolete
+    // calls, no scheduler/priority changes), a chroot into an empty directory (no host path
+    // opens any more), and a uid of its own (no capability; another VM's QEMU is another user,
+    // so it cannot be signalled or traced). QEMU 7.2 sets the filter before it drops, so
+    // elevateprivileges=deny would kill its own setuid; after the drop to a non-zero uid with
+    // every capability gone, set*uid can only lower privileges anyway.
+    const std::string jail = dir + "/jail";
+    if (mkdir(jail.c_str(), 0555) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + jail);
+    const uint32_t id = ConfinedUid();
+    for (std::string a : {std::string("-sandbox"), std::string("on,obsolete=deny,spawn=deny,resourcecontrol=deny"),
+                          std::string("-chroot"), jail, std::string("-runas"), fmt::format("{}:{}", id, id)})
+      args.push_back(std::move(a));
+  }
   if (share_ram) {
     // Only the golden VM boots a kernel. Clones get no -kernel: their RAM already holds the
     // running kernel, and QEMU would otherwise read the 50 MB vmlinux into its fw_cfg for
@@ -743,7 +806,7 @@ Status QemuVm::Start(const VmConfig& cfg, const std::string& dir, const std::str
   int logfd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   std::vector<int> src = {*agent_listen, qmp_listen};
   for (int f : fds) src.push_back(f);
-  auto spawned = SpawnQemu(args, src, logfd, popts.cgroup_procs);
+  auto spawned = SpawnQemu(args, src, logfd, popts.cgroup_procs, cfg.confine);
   if (logfd >= 0) close(logfd);
   if (!spawned.ok()) {
     close(qmp_listen);
@@ -782,9 +845,16 @@ StatusOr<proto::Frame> QemuVm::Request(uint8_t type, std::vector<proto::Field> f
   if (!alive() || !agent_) return FailedPrecondition("the VM is not running");
   uint32_t id = next_id_++;
   if (next_id_ == 0) next_id_ = 1;
-  ASSIGN_OR_RETURN(std::string bytes, proto::Encode(proto::Frame{type, id, std::move(fields)}));
+  proto::Frame request{type, id, std::move(fields)};
+  auto encoded = proto::Encode(request);
+  // LC-8: a request may carry secrets (an exec's environment): no copy outlives its send.
+  for (auto& field : request.fields) explicit_bzero(field.value.data(), field.value.size());
+  if (!encoded.ok()) return encoded.status();
+  std::string bytes = std::move(encoded).value();
   auto deadline = Clock::now() + timeout;
-  RETURN_IF_ERROR(agent_->Send(bytes, deadline));
+  Status sent = agent_->Send(bytes, deadline);
+  explicit_bzero(bytes.data(), bytes.size());
+  RETURN_IF_ERROR(sent);
   for (;;) {
     auto f = agent_->Receive(deadline);
     if (!f.ok()) return Status(f.status().code(), f.status().message() + Diagnostics());
@@ -805,9 +875,14 @@ Status QemuVm::Ping() {
 
 StatusOr<ExecResult> QemuVm::Exec(const ExecRequest& req) {
   if (!alive()) return FailedPrecondition("the VM is not running");
-  ASSIGN_OR_RETURN(std::string probe, EncodeExecRequest(0, req));  // validates before sending
-  (void)probe;
   ASSIGN_OR_RETURN(std::vector<proto::Field> fields, ExecRequestFields(req));
+  size_t payload = 0;
+  for (const auto& field : fields) payload += 6 + field.value.size();
+  if (payload > proto::kMaxRequestPayload) {
+    for (auto& field : fields) explicit_bzero(field.value.data(), field.value.size());
+    return InvalidArgument(fmt::format("exec request of {} bytes, over the agent's {} byte limit",
+                                       payload, proto::kMaxRequestPayload));
+  }
   // The agent enforces the command's timeout (and the grace after it); the host waits that long
   // plus some slack, or without a timeout up to an hour.
   auto wait = req.timeout_ms ? std::chrono::milliseconds(req.timeout_ms) +
@@ -884,6 +959,16 @@ Status QemuVm::SaveState(const std::string& path) {
   if (!done.ok()) return Status(done.status().code(), "saving the VM: " + done.status().message() + Diagnostics());
   std::string status = (*done)["data"].value("status", "");
   if (status != "completed") return Status(Code::kToolError, "saving the VM: migration " + status + Diagnostics());
+  // The MIGRATION event comes before QEMU's own clean-up of the migration (which closes its
+  // copy of the file and moves the run state from finish-migrate to postmigrate; CI saw the
+  // state read in between). The save is done when that has happened; QEMU sends no event for
+  // it, so its status is asked until it changes.
+  for (;;) {
+    ASSIGN_OR_RETURN(std::string rs, RunState());
+    if (rs != "finish-migrate") break;
+    if (Clock::now() > deadline) return Status(Code::kToolError, "saving the VM: QEMU stayed in finish-migrate");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   stages_.Add("save", MsSince(t0));
   return Status::Ok();
 }
@@ -926,9 +1011,19 @@ Status QemuVm::Destroy() {
   return s;
 }
 
+StatusOr<pid_t> QemuVm::QemuPid() const {
+  if (!alive()) return FailedPrecondition("the VM is not running");
+  if (!cfg_.confine) return pid_;
+  std::ifstream f(fmt::format("/proc/{}/task/{}/children", pid_, pid_));
+  pid_t child = 0;
+  if (!(f >> child) || child <= 0) return NotFound(fmt::format("QEMU (the child of {})", pid_));
+  return child;
+}
+
 StatusOr<ProcessMemory> QemuVm::Memory() const {
   if (!alive()) return FailedPrecondition("the VM is not running");
-  std::ifstream f(fmt::format("/proc/{}/smaps_rollup", pid_));
+  ASSIGN_OR_RETURN(pid_t qemu, QemuPid());
+  std::ifstream f(fmt::format("/proc/{}/smaps_rollup", qemu));
   if (!f) return ErrnoStatus("reading smaps_rollup");
   ProcessMemory m;
   std::string line;
@@ -989,9 +1084,6 @@ void Template::Remove() {
 }
 
 namespace {
-// Bumped whenever the QEMU command line (devices, their order) changes: a template saved by an
-// older build cannot be loaded by clones of this one.
-constexpr int kMachineRevision = 2;
 
 uint64_t FileSize(const std::string& path) {
   struct stat st{};

@@ -160,6 +160,10 @@ struct GuestConfig {
 // a prefix over 32, a gateway without an address.
 StatusOr<std::vector<proto::Field>> ConfigureFields(const GuestConfig& cfg);
 
+// Bumped whenever the QEMU command line (devices, their order, confinement) changes: a template
+// saved by an older build cannot be loaded by clones of this one.
+inline constexpr int kMachineRevision = 3;
+
 // ---- configuration ----
 struct VmConfig {
   std::string qemu = "qemu-system-x86_64";
@@ -171,6 +175,9 @@ struct VmConfig {
   std::chrono::milliseconds boot_timeout{60000};
   std::chrono::milliseconds control_timeout{10000};  // QMP commands, migration, ping, set-clock
   std::chrono::milliseconds exec_slack{15000};       // added to an exec's own timeout on the host
+  // QEMU under a seccomp filter, chrooted into an empty directory, as a uid of its own
+  // (QemuVm::Start). Off only in tests that show what it changes.
+  bool confine = true;
 };
 
 // The guest image from the image store (docs/images.md): ref "microvm-guest" unpacked into
@@ -216,7 +223,11 @@ class QemuVm {
   QemuVm(const QemuVm&) = delete;
   QemuVm& operator=(const QemuVm&) = delete;
 
+  // The process the VM's life hangs on: QEMU, or (confined) the keeper, the init of QEMU's PID
+  // namespace: killing it kills QEMU (SpawnQemu).
   pid_t pid() const { return pid_; }
+  // QEMU's own host pid (the keeper's child when confined).
+  StatusOr<pid_t> QemuPid() const;
   const std::string& dir() const { return dir_; }
   const Stages& stages() const { return stages_; }
   bool alive() const { return pid_ > 0; }
