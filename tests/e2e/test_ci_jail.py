@@ -4,6 +4,8 @@ cgroups the command leaves are named and fail the jail (exit 3)."""
 import os
 import pathlib
 import re
+import shutil
+import tempfile
 
 import pytest
 
@@ -87,16 +89,50 @@ def test_bind_shows_a_copy_at_the_original_path(root_only):
         run(["rm", "-rf", str(base)])
 
 
-def test_a_working_directory_the_jail_hides_is_refused_clearly(root_only, tmp_path):
-    # The jail's /tmp is a fresh tmpfs: a clone below /tmp could not be entered inside. Regression:
-    # that showed as "cd: ...: No such file or directory" from inside the jail.
-    r = run([str(JAIL), "--name", "t-jail-6", "--", "true"], timeout=60, cwd=str(tmp_path))
-    assert r.returncode == 2, (r.returncode, r.stderr)
-    assert "is below /tmp" in r.stderr and "mktemp -d -p /var/tmp" in r.stderr, r.stderr
-    r = run([str(JAIL), "--name", "t-jail-6", "--bind", f"{tmp_path}=/var/tmp", "--", "true"],
-            timeout=60)
-    assert r.returncode == 2 and "below /tmp" in r.stderr, r.stderr
-    assert host_jail_cgroups("t-jail-6") == []
+def test_a_checkout_below_tmp_stays_visible_in_the_jail(root_only):
+    # Issue 38: a clone made with `mktemp -d` (under /tmp, whose jail copy is a fresh tmpfs) runs
+    # its jail from where it is. The jail keeps the clone's top directory below /tmp (the clone
+    # and ../shared beside it) and nothing else of the host's /tmp.
+    top = pathlib.Path(tempfile.mkdtemp(prefix="sbx-jail-checkout ", dir="/tmp"))  # a space too
+    stranger = pathlib.Path(tempfile.mkdtemp(prefix="sbx-jail-stranger-", dir="/tmp"))
+    try:
+        checkout = top / "p"
+        (checkout / "ci").mkdir(parents=True)
+        shutil.copy2(JAIL, checkout / "ci/jail")
+        (checkout / "in-checkout").write_text("checkout")
+        (top / "shared").mkdir()
+        (top / "shared/in-shared").write_text("shared")
+        other = top / "p.copy"
+        other.mkdir()
+        (other / "in-checkout").write_text("copy")
+        script = ("pwd; cat in-checkout; echo; cat ../shared/in-shared; echo;"
+                  f"ls -A /tmp; test -e '{stranger}' && echo stranger-visible;"
+                  "echo written > made-inside")
+        r = run([str(checkout / "ci/jail"), "--name", "t-jail-6", "--", "sh", "-c", script],
+                timeout=60, cwd=str(checkout))
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert lines[:3] == [str(checkout), "checkout", "shared"], lines
+        assert lines[3:] == [top.name], lines   # the kept top only: no other host /tmp entry
+        assert (checkout / "made-inside").read_text() == "written\n"  # the same directory
+        # A --bind with both ends below /tmp (ci/soak's copy shown at the tree's own path).
+        r = run([str(checkout / "ci/jail"), "--name", "t-jail-6", "--bind", f"{other}={checkout}",
+                 "--", "cat", "in-checkout"], timeout=60, cwd=str(checkout))
+        assert r.returncode == 0 and r.stdout == "copy", (r.stdout, r.stderr)
+        assert host_jail_cgroups("t-jail-6") == []
+    finally:
+        shutil.rmtree(top)
+        shutil.rmtree(stranger)
+
+
+def test_a_working_directory_the_jail_replaces_whole_is_refused_clearly(root_only):
+    # /tmp itself cannot be kept without showing the host's whole /tmp: refused before anything
+    # is set up, with the reason (not as a failed cd inside).
+    for top in ("/tmp", "/dev/shm"):
+        r = run([str(JAIL), "--name", "t-jail-7", "--", "true"], timeout=60, cwd=top)
+        assert r.returncode == 2, (r.returncode, r.stderr)
+        assert f"{top} is itself one of /tmp /run /dev/shm" in r.stderr, r.stderr
+    assert host_jail_cgroups("t-jail-7") == []
 
 
 def test_a_jail_does_not_nest(root_only):
