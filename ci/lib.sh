@@ -51,7 +51,32 @@ sbx_build() {
   cmake --build "$SBX_BUILD" -- -j"$(nproc)"
 }
 
+# The checkout may live anywhere (under /tmp, in a path with spaces: docs/testing.md, "Where a
+# checkout may live"), but it must be writable (the build, reports) and allow exec (the build's
+# binaries, the tool images and the ci/ scripts run from it). A checkout on a read-only or
+# noexec mount stops here with the reason, exit 3, not half-way through the build.
+sbx_check_location() {
+  local probe
+  if ! mkdir -p "$SBX_BUILD" 2>/dev/null || [[ ! -w $SBX_BUILD ]]; then
+    echo "ci: cannot write the build directory $SBX_BUILD ($(findmnt -no TARGET,OPTIONS -T "$SBX_ROOT" 2>/dev/null || echo "mount unknown")): the checkout must be on a writable mount, or SBX_BUILD must name a writable place" >&2
+    exit 3
+  fi
+  probe="$SBX_BUILD/.exec-probe-$$"
+  printf '#!/bin/sh\nexit 0\n' >"$probe" && chmod +x "$probe"
+  if ! "$probe" 2>/dev/null; then
+    rm -f "$probe"
+    echo "ci: cannot run programs from the build directory $SBX_BUILD (mount $(findmnt -no TARGET,OPTIONS -T "$SBX_BUILD" 2>/dev/null || echo unknown)): the build's binaries and tool images run from it; use a mount without noexec" >&2
+    exit 3
+  fi
+  rm -f "$probe"
+  if ! "$SBX_ROOT/ci/jail" --help >/dev/null 2>&1; then
+    echo "ci: cannot run the checkout's own scripts ($SBX_ROOT/ci/jail; mount $(findmnt -no TARGET,OPTIONS -T "$SBX_ROOT" 2>/dev/null || echo unknown)): clone onto a mount without noexec" >&2
+    exit 3
+  fi
+}
+
 sbx_setup() {
   sbx_install_deps "$@"
+  sbx_check_location
   sbx_build
 }
