@@ -20,13 +20,17 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <grp.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -36,6 +40,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/subprocess.h"
 #include "drivers/target.h"
@@ -81,11 +87,23 @@ const std::map<std::string, std::string>& Defects() {
       {"privileged",
        "the probe runs as root with every capability inside the sandbox's namespaces (a "
        "privileged container: nsenter from the host), so it could undo its isolation (FS-1)"},
+      {"shared-pid-namespace",
+       "the command runs in the host's PID namespace, as the sandbox's user, with /proc mounted "
+       "hidepid=2: /proc lists only that user's processes, but the harness's pid answers kill -0 "
+       "with EPERM and the pid namespace is the host's (FS-3)"},
       {"wrong-workdir", "commands run in /tmp instead of /work (LC-5): /work stays empty whatever "
                         "they write"},
       {"leaks-host-env",
        "the runtime hands its own environment to the sandbox, as the demo actor's subprocess.run "
        "does (LC-3, LC-4)"},
+      {"directory-resolves",
+       "every name of the sandbox's service directory (`hosts`) resolves and is reachable, "
+       "whether an egress rule names it or not: the directory taken for the allow list (EGR-2, "
+       "SCN-4)"},
+      {"backend-impostor",
+       "a sandbox asked for on gvisor or microvm, or for untrusted code, runs as a plain "
+       "container on the host's kernel (a silent fallback to runc), and every answer names the "
+       "backend asked for (BK-4, BK-5, SEL-6)"},
       // Egress that lets more through than the rule says (the egress scenario).
       {"ports-ignored",
        "the gateway allows a listed host on any port: a request to HOST:PORT reaches the listed "
@@ -332,6 +350,18 @@ std::string PathOf(pid_t pid) {
   return "PATH=/usr/local/bin:/usr/bin:/bin";
 }
 
+// The real uid and gid of a process (its status file's Uid: and Gid: lines).
+std::pair<long, long> IdsOf(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/status", pid));
+  long uid = -1, gid = -1;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Uid:", 0) == 0) uid = std::strtol(line.c_str() + 4, nullptr, 10);
+    if (line.rfind("Gid:", 0) == 0) gid = std::strtol(line.c_str() + 4, nullptr, 10);
+  }
+  if (uid < 0 || gid < 0) Die(1, "internal", fmt::format("no uid/gid for pid {}", pid));
+  return {uid, gid};
+}
+
 int64_t Scaled(const json& limits, const char* key, double factor) {
   return static_cast<int64_t>(static_cast<double>(limits[key].get<int64_t>()) * factor);
 }
@@ -348,6 +378,44 @@ T Must(sbx::StatusOr<T> v, const char* op) {
   return std::move(*v);
 }
 
+// privileged, shared-pid-namespace: runs `cmd` from the host in (some of) the namespaces of a
+// process the sandbox leaves running for it. privileged: `nsenter FLAGS` as root. hidepid: this
+// binary's --enter-hidepid (EnterHidepid below), as the sandbox's own user.
+ExecAnswer ExecEntered(Target& rt, const std::string& id, const std::string& cmd, double timeout,
+                       const std::vector<std::string>& flags, bool hidepid) {
+  std::random_device rd;
+  std::string n = fmt::format("86400{:06}", rd() % 1000000);
+  ExecAnswer started =
+      Must(rt.Exec(id, fmt::format("setsid sleep {} </dev/null >/dev/null 2>&1 &", n), 10),
+           "exec (a process to enter)");
+  if (started.status != "ok") Die(1, "internal", "a process to enter: " + started.stderr_text);
+  pid_t pid = FindHostPid(std::string("sleep\0", 6) + n + std::string("\0", 1), 10);
+  if (pid <= 0) Die(1, "internal", "the sandbox's process to enter was not found");
+  sandcheck::SubprocessOptions o;
+  if (hidepid) {
+    char self[4096];
+    ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) Die(1, "internal", "readlink /proc/self/exe failed");
+    o.argv = {"/usr/bin/env", "-i", PathOf(pid), std::string(self, static_cast<size_t>(len)),
+              "--enter-hidepid", std::to_string(pid), cmd};
+  } else {
+    o.argv = {"/usr/bin/env", "-i", PathOf(pid), "/usr/bin/nsenter", "-t", std::to_string(pid)};
+    o.argv.insert(o.argv.end(), flags.begin(), flags.end());
+    o.argv.insert(o.argv.end(), {"--", "/bin/sh", "-c", cmd});
+  }
+  o.timeout_s = timeout;
+  auto r = sandcheck::RunSubprocess(o);
+  ::kill(pid, SIGKILL);
+  if (!r.ok()) Die(1, "internal", "nsenter: " + r.status().ToString());
+  ExecAnswer a;
+  a.status = r->timed_out ? "timeout" : "ok";
+  a.exit_code = r->exit_code >= 0 ? r->exit_code : 128 + r->term_signal;
+  a.stdout_text = r->out;
+  a.stderr_text = r->err;
+  a.seconds = r->seconds;
+  return a;
+}
+
 std::string SandboxOf(const json& in) {
   if (!in.contains("sandbox") || !in["sandbox"].is_string())
     Die(2, "invalid_argument", "\"sandbox\" (a string) missing");
@@ -356,7 +424,43 @@ std::string SandboxOf(const json& in) {
 
 }  // namespace
 
+// shared-pid-namespace, the process that runs the command: what a runtime that shares the
+// host's PID namespace and hides it with hidepid gives its sandboxes. It joins the IPC, UTS,
+// network and mount namespaces of `pid` (a process of the sandbox), not its PID namespace; takes
+// a mount namespace of its own below that one (whose root is the sandbox's), mounts a /proc of the
+// host's PID namespace with hidepid=2 over the sandbox's, and runs `cmd` as the sandbox
+// process's uid and gid (so without capabilities), in /work. /proc then lists only that user's
+// processes: a handful, not the harness.
+int EnterHidepid(pid_t pid, const std::string& cmd) {
+  auto fail = [](const char* what) {
+    std::fprintf(stderr, "defect shared-pid-namespace: %s: %s\n", what, std::strerror(errno));
+    return 125;
+  };
+  auto [uid, gid] = IdsOf(pid);
+  // Joining the mount namespace makes its root (the sandbox's, after its pivot_root) ours. A
+  // descriptor of /proc/PID/root opened before would name a mount of the sandbox's namespace, not
+  // of the copy below, and nothing can be mounted through it.
+  for (const char* ns : {"ipc", "uts", "net", "mnt"}) {
+    int fd = ::open(fmt::format("/proc/{}/ns/{}", pid, ns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::setns(fd, 0) != 0) return fail(ns);
+    ::close(fd);
+  }
+  if (::unshare(CLONE_NEWNS) != 0) return fail("unshare(CLONE_NEWNS)");
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return fail("private /");
+  if (::chdir("/") != 0) return fail("chdir /");
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") != 0)
+    return fail("mount /proc with hidepid=2");
+  if (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(gid)) != 0 ||
+      ::setuid(static_cast<uid_t>(uid)) != 0)
+    return fail("become the sandbox's user");
+  if (::chdir("/work") != 0) return fail("chdir /work");
+  ::execle("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr), environ);
+  return fail("exec /bin/sh");
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--enter-hidepid")
+    return EnterHidepid(static_cast<pid_t>(std::atol(argv[2])), argv[3]);
   const std::string defect = DefectName(argv[0]);
   if (argc >= 2 && std::string(argv[1]) == "--list") {
     for (const auto& [name, what] : Defects()) std::cout << name << "\t" << what << "\n";
@@ -412,6 +516,13 @@ int main(int argc, char** argv) {
         limits[key] = Scaled(limits, key, f);
     };
     if (has("no-network") && req.contains("egress")) req["egress"]["rules"] = json::array();
+    if (has("directory-resolves") && req.contains("hosts") && req["hosts"].is_object()) {
+      json rules = req.contains("egress") ? req["egress"].value("rules", json::array())
+                                          : json::array();
+      for (auto it = req["hosts"].begin(); it != req["hosts"].end(); ++it)
+        rules.push_back({{"kind", "http"}, {"hosts", {it.key()}}, {"ports", {80}}});
+      req["egress"] = {{"rules", rules}};
+    }
     if (has("memory-limit-doubled")) scale("memory_bytes", 2.0);
     if (has("memory-limit-halved")) scale("memory_bytes", 0.5);
     if (has("cpu-limit-halved")) scale("cpu_millicores", 0.5);
@@ -446,6 +557,18 @@ int main(int argc, char** argv) {
       if (!rules.empty()) req["egress"] = {{"rules", rules}};
       if (!hosts.empty()) req["hosts"] = hosts;
     }
+    std::string claim;  // backend-impostor: the backend every answer names
+    if (has("backend-impostor")) {
+      const std::string asked = req.value("backend", "");
+      if (asked == "gvisor" || asked == "microvm") {
+        claim = asked;
+        req["backend"] = "oci";  // what a runtime without runsc or a VM falls back to
+      } else if (req.value("trust", "") == "untrusted") {
+        claim = "gvisor";        // the floor untrusted code must get
+        req["trust"] = "first_party";
+        req["backend"] = "oci";
+      }
+    }
     std::string id;
     if (has("destroy-recycles")) {
       // A sandbox an earlier destroy kept for this same request, if any.
@@ -459,6 +582,7 @@ int main(int argc, char** argv) {
     }
     if (id.empty()) id = Must(rt.Create(req), "create");
     json st = {{"allowed", AllowedHosts(in)}, {"crashed", false}};
+    if (!claim.empty()) st["claim"] = claim;
     if (has("destroy-recycles")) st["key"] = req.dump();
     if (recreates_on_revert) st["request"] = req;
     if (has("secret-on-disk") && in.contains("secrets") && in["secrets"].is_object() &&
@@ -509,32 +633,15 @@ int main(int argc, char** argv) {
       if (!prelude.empty()) cmd = prelude + cmd;
       st["prelude"] = prelude + more;
     }
-    if (has("privileged") && cmd.rfind("sbx-probe", 0) == 0) {
-      // A privileged container: the command runs as root with every capability in the
-      // sandbox's own namespaces and root. A process of the sandbox is the way in.
-      std::random_device rd;
-      std::string n = fmt::format("86400{:06}", rd() % 1000000);
-      ExecAnswer started = Must(
-          rt.Exec(id, fmt::format("setsid sleep {} </dev/null >/dev/null 2>&1 &", n), 10),
-          "exec (privileged: a process to enter)");
-      if (started.status != "ok") Die(1, "internal", "privileged: " + started.stderr_text);
-      pid_t pid = FindHostPid(std::string("sleep\0", 6) + n + std::string("\0", 1), 10);
-      if (pid <= 0) Die(1, "internal", "privileged: the sandbox's process was not found");
-      sandcheck::SubprocessOptions o;
-      o.argv = {"/usr/bin/env", "-i", PathOf(pid),
-                "/usr/bin/nsenter", "-t", std::to_string(pid), "-m", "-u", "-i", "-n", "-p", "-r",
-                "-w", "--", "/bin/sh", "-c", cmd};
-      o.timeout_s = timeout;
-      auto r = sandcheck::RunSubprocess(o);
-      ::kill(pid, SIGKILL);
-      if (!r.ok()) Die(1, "internal", "privileged: nsenter: " + r.status().ToString());
-      ExecAnswer a;
-      a.status = r->timed_out ? "timeout" : "ok";
-      a.exit_code = r->exit_code >= 0 ? r->exit_code : 128 + r->term_signal;
-      a.stdout_text = r->out;
-      a.stderr_text = r->err;
-      a.seconds = r->seconds;
-      std::cout << ExecJson(a).dump() << "\n";
+    if ((has("privileged") || has("shared-pid-namespace")) && cmd.rfind("sbx-probe", 0) == 0) {
+      // privileged: the command runs as root with every capability in the sandbox's own
+      // namespaces and root (a privileged container). shared-pid-namespace: it runs as the
+      // sandbox's own user in its root and its mount, network, UTS and IPC namespaces, but in
+      // the host's PID namespace, with a /proc of it mounted with hidepid=2 (EnterHidepid).
+      std::vector<std::string> flags = {"-m", "-u", "-i", "-n", "-p", "-r", "-w"};
+      std::cout << ExecJson(ExecEntered(rt, id, cmd, timeout, flags, has("shared-pid-namespace")))
+                       .dump()
+                << "\n";
       return 0;
     }
     if (has("drops-under-load") && state.Tick("drops") % 5 == 0) {
@@ -562,6 +669,7 @@ int main(int argc, char** argv) {
         if (v.is_number() && v.get<double>() >= 0) v = 0.0;  // every stage "took" 0 s
       }
     }
+    if (st.contains("claim")) a.extra["backend"] = st["claim"];  // backend-impostor
     if (has("lies-about-oom") && a.status == "resource_exceeded") {
       a.status = "ok";
       a.state = "RUNNING";

@@ -43,7 +43,8 @@ class SixTask : public ::testing::Test {
            "wget: bad address 'example.com'\n");
     Answer("outside-ip", "ok", "RUNNING", 0, "wget_exit=1\n",
            "wget: server returned error: HTTP/1.1 403 Forbidden\n");
-    Answer("cluster-api", "ok", "RUNNING", 0, "wget_exit=1\n",
+    Answer("cluster-api", "ok", "RUNNING", 0,
+           "** server can't find kubernetes.default.svc.cluster.local: NXDOMAIN\n\nwget_exit=1\n",
            "wget: bad address 'kubernetes.default.svc.cluster.local'\n");
     Answer("cpu", "ok", "RUNNING", 0, "wall_seconds 2.0 cpu_seconds 1.0 threads 1\n", "");
     task("cpu").task->wall_seconds = 2.0;
@@ -189,6 +190,45 @@ TEST_F(SixTask, IpTrafficMustMeetTheGateway) {
            std::string(*err ? "" : "<html/>\n") + "wget_exit=" + (*err ? "1" : "0") + "\n", err);
     EXPECT_EQ(Failing(), std::set<std::string>{"outside-by-ip"}) << err;
   }
+}
+
+TEST_F(SixTask, ClusterNameNeedsNxdomain) {
+  // SCN-4: the sandbox's directory knows the name; a bad address alone may be a resolver that
+  // answered something else (REFUSED, a timeout), not the refusal the scenario asks for.
+  Answer("cluster-api", "ok", "RUNNING", 0, "wget_exit=1\n",
+         "wget: bad address 'kubernetes.default.svc.cluster.local'\n");
+  EXPECT_EQ(Failing(), std::set<std::string>{"cluster-api-by-name"});
+}
+
+TEST_F(SixTask, TheMirrorsRequestLogJudgesDownloadsAndDenials) {
+  // With the harness's own mirror, what reached it is evidence the sandbox cannot write.
+  for (const char* id : {"download", "outside-name", "outside-ip", "cluster-api"})
+    task(id).mirror_log = std::vector<std::string>{};
+  task("download").mirror_log->push_back("GET /hello-1.0.txt host=pkg-mirror.demo-tools.svc.cluster.local");
+  EXPECT_EQ(Failing(), std::set<std::string>{});
+  // The file "came back" but the mirror saw no request: made up, or from somewhere else.
+  task("download").mirror_log->clear();
+  EXPECT_EQ(Failing().count("allowed-download"), 1u);  // and the denials that require it
+  EXPECT_NE(Result("allowed-download").reason.find("logged no GET"), std::string::npos);
+  task("download").mirror_log->push_back("GET /hello-1.0.txt host=PKG-MIRROR.demo-tools.svc.cluster.local:80");
+  EXPECT_EQ(Failing(), std::set<std::string>{});
+  // A denial that printed the right words while a request reached the mirror.
+  for (const char* id : {"outside-name", "outside-ip", "cluster-api"}) {
+    task(id).mirror_log->push_back("GET / host=kubernetes.default.svc.cluster.local");
+    EXPECT_EQ(Failing(), std::set<std::string>{std::string(id) == "outside-name" ? "outside-by-name"
+                                              : std::string(id) == "outside-ip" ? "outside-by-ip"
+                                                                                : "cluster-api-by-name"})
+        << id;
+    task(id).mirror_log->clear();
+  }
+}
+
+TEST_F(SixTask, AGatewayAllowForADeniedAddressFails) {
+  // The gateway's own log may only make a verdict stricter: a 403 printed inside does not
+  // outweigh an `allow` the gateway logged for the address.
+  task("outside-ip").gateway.push_back({{"destination", "203.0.113.7:80"}, {"verdict", "allow"}});
+  EXPECT_EQ(Failing(), std::set<std::string>{"outside-by-ip"});
+  EXPECT_NE(Result("outside-by-ip").reason.find("'allow' for 203.0.113.7"), std::string::npos);
 }
 
 TEST_F(SixTask, ClusterNameResolvingFails) {

@@ -7,6 +7,7 @@
 
 #include "checks/checks.h"
 #include "checks/evidence.h"
+#include "checks/kernel_evidence.h"
 #include "checks/verdict.h"
 #include "common/json_strict.h"
 #include "common/stats.h"
@@ -333,19 +334,85 @@ Verdict Expect(TaskRecord& t, const json& p) {
       }
     }
   }
+  // The kernel and the namespaces the sandbox really has, from the probe's facts against the
+  // harness's host (checks/kernel_evidence.h): never from what the target says it ran.
+  std::optional<KernelFinding> kernel_seen;
+  if (p["kernel"].is_object() || p["namespaces_apart"].is_object()) {
+    auto doc = FirstJsonLine(a.stdout_text);
+    const json& kp = p["kernel"].is_object() ? p["kernel"] : p["namespaces_apart"];
+    json host = json::parse(kp[p["kernel"].is_object() ? "host" : "kernel"].get<std::string>(),
+                            nullptr, false);
+    if (!doc || !doc->contains("kernel_id")) {
+      f.failed.push_back(
+          "no evidence of the sandbox's kernel: stdout holds no sbx-probe JSON with kernel_id "
+          "(cannot judge; never a pass)");
+    } else if (host.is_discarded()) {
+      f.failed.push_back("the harness has no reading of its own host's kernel to compare with");
+    } else {
+      kernel_seen = JudgeKernel((*doc)["kernel_id"], host);
+      v.evidence["kernel"] = {{"sandbox", (*doc)["kernel_id"]}, {"host", host},
+                              {"finding", kernel_seen->evidence}};
+    }
+  }
+  if (p["kernel"].is_object() && kernel_seen) {
+    const std::string want = p["kernel"]["want"];
+    const KernelSeen want_seen = want == "own" ? KernelSeen::kOwn : KernelSeen::kHost;
+    if (kernel_seen->seen == want_seen) {
+      f.held.push_back(want == "own" ? "not the host's kernel: " + kernel_seen->evidence
+                                     : "the host's kernel: " + kernel_seen->evidence);
+    } else if (kernel_seen->seen == KernelSeen::kUnknown) {
+      f.failed.push_back("cannot tell the sandbox's kernel (never a pass): " +
+                         kernel_seen->evidence);
+    } else {
+      f.failed.push_back(want == "own"
+                             ? "it runs on the host's own kernel, not a kernel of its own: " +
+                                   kernel_seen->evidence
+                             : "it does not run on the host's kernel: " + kernel_seen->evidence);
+    }
+  }
+  if (p["namespaces_apart"].is_object() && kernel_seen) {
+    const json& np = p["namespaces_apart"];
+    if (kernel_seen->seen == KernelSeen::kOwn) {
+      f.held.push_back("namespaces of another kernel (" + kernel_seen->evidence +
+                       "): none can be the harness's");
+    } else {
+      auto doc = FirstJsonLine(a.stdout_text);
+      json harness = json::parse(np["host"].get<std::string>(), nullptr, false);
+      NamespaceFinding nf = JudgeNamespaces(doc->value("namespaces", json::object()), harness,
+                                            np["names"].get<std::vector<std::string>>());
+      v.evidence["namespaces"] = {{"sandbox", doc->value("namespaces", json::object())},
+                                  {"harness", harness}};
+      if (!nf.shared.empty()) {
+        f.failed.push_back(fmt::format(
+            "it shares the harness's {} namespace{} (the same inode in /proc/self/ns)",
+            Join(nf.shared, ", "), nf.shared.size() > 1 ? "s" : ""));
+      }
+      if (!nf.not_shown.empty()) {
+        f.failed.push_back(fmt::format(
+            "it shows no /proc/self/ns/{} on the host's kernel: cannot judge (never a pass)",
+            Join(nf.not_shown, ", /proc/self/ns/")));
+      }
+      if (nf.shared.empty() && nf.not_shown.empty()) {
+        f.held.push_back(fmt::format("its own {} namespaces (inodes differ from the harness's)",
+                                     Join(nf.apart, ", ")));
+      }
+    }
+  }
   std::vector<std::string> backends = p["backend_in"];
   if (!backends.empty() && f.failed.empty()) {
     const json* b = AnswerPath(a.extra, "backend");
-    if (!b || !b->is_string()) {
+    if ((!b || !b->is_string()) && kernel_seen) {
+      // The kernel evidence above judged it; the target's word would only have made it stricter.
+      f.held.push_back("(the target does not say which backend ran it: judged by the evidence)");
+    } else if (!b || !b->is_string()) {
       v.evidence["held"] = f.held;
       return {Outcome::kSkip,
               fmt::format("{}; but the target does not report which backend ran the command (the "
                           "exec answer has no 'backend'), so the choice cannot be judged",
                           Join(f.held, "; ")),
               v.evidence};
-    }
-    std::string got = *b;
-    if (std::find(backends.begin(), backends.end(), got) == backends.end()) {
+    } else if (std::string got = *b;
+               std::find(backends.begin(), backends.end(), got) == backends.end()) {
       f.failed.push_back(
           fmt::format("it ran on backend '{}' (expected {})", got, Join(backends, " or ")));
     } else {

@@ -134,7 +134,7 @@ class ExpectJudge : public ::testing::Test {
     scenario_ = std::move(*s);
     ScenarioRun run;
     run.scenario = &scenario_;
-    run.harness = {{"token", "T0K"}};
+    run.harness = harness_;
     TaskRecord r;
     r.spec = &scenario_.tasks[0];
     r.ran = true;
@@ -163,6 +163,7 @@ class ExpectJudge : public ::testing::Test {
   Scenario scenario_;
   TargetInfo info_;
   json evidence_;
+  std::map<std::string, std::string> harness_ = {{"token", "T0K"}};
 };
 
 TEST_F(ExpectJudge, EveryConditionCanPassAndFail) {
@@ -329,6 +330,71 @@ TEST_F(ExpectJudge, BackendIsJudgedWhenReportedAndSkippedOtherwise) {
   // Other failures are still failures, reported backend or not.
   EXPECT_EQ(Judge(p, Out("", "", 1)).first, "skip");  // exit is not checked by default
   EXPECT_EQ(Judge({{"backend_in", {"gvisor"}}, {"exit", 0}}, Out("", "", 1)).first, "fail");
+}
+
+// What sbx-probe prints, with the kernel and namespace facts given.
+std::string Probe(const json& kernel_id, const json& namespaces) {
+  return json{{"uid", 1000}, {"kernel_id", kernel_id}, {"namespaces", namespaces}}.dump() + "\n";
+}
+
+TEST_F(ExpectJudge, KernelIsJudgedFromTheSandboxsEvidenceNotTheAnswer) {
+  const json host = {{"boot_id", "aaaa"}, {"btime", 1000}, {"version", "Linux version 6.18"}};
+  const json ns = {{"pid", 1}, {"mnt", 2}, {"net", 3}, {"ipc", 4}, {"uts", 5}};
+  harness_["host_kernel"] = host.dump();
+  harness_["host_namespaces"] = ns.dump();
+  const json gvisor = {{"boot_id", nullptr}, {"btime", 5000}, {"version", "Linux version 4.4.0"}};
+  json own = {{"kernel", "own"}, {"backend_in", {"gvisor", "microvm"}}};
+  // A plain container that says "gvisor" fails; gVisor's own kernel passes, said or not.
+  ExecAnswer impostor = Out(Probe(host, ns));
+  impostor.extra["backend"] = "gvisor";
+  auto r = Judge(own, impostor);
+  EXPECT_EQ(r.first, "fail");
+  EXPECT_NE(r.second.find("host's own kernel, not a kernel of its own: its boot_id aaaa is the host's"), std::string::npos)
+      << r.second;
+  ExecAnswer real = Out(Probe(gvisor, json::object()));
+  real.extra["backend"] = "gvisor";
+  EXPECT_EQ(Judge(own, real).first, "pass");
+  auto unsaid = Judge(own, Out(Probe(gvisor, json::object())));
+  EXPECT_EQ(unsaid.first, "pass") << unsaid.second;  // evidence judges where the answer is silent
+  // The answer can only make it stricter: another kernel named "native" is still a failure.
+  ExecAnswer says_native = Out(Probe(gvisor, json::object()));
+  says_native.extra["backend"] = "native";
+  EXPECT_EQ(Judge(own, says_native).first, "fail");
+  // No evidence is never a pass.
+  auto none = Judge(own, Out("no probe here\n"));
+  EXPECT_EQ(none.first, "fail");
+  EXPECT_NE(none.second.find("no evidence of the sandbox's kernel"), std::string::npos);
+  EXPECT_EQ(Judge({{"kernel", "own"}}, Out(Probe(json::object(), ns))).first, "fail");
+  // "host": the first-party case.
+  EXPECT_EQ(Judge({{"kernel", "host"}}, Out(Probe(host, ns))).first, "pass");
+  EXPECT_EQ(Judge({{"kernel", "host"}}, Out(Probe(gvisor, ns))).first, "fail");
+}
+
+TEST_F(ExpectJudge, NamespacesApartComparesInodesOnTheHostsKernel) {
+  const json host = {{"boot_id", "aaaa"}, {"btime", 1000}, {"version", "Linux version 6.18"}};
+  harness_["host_kernel"] = host.dump();
+  harness_["host_namespaces"] = json{{"pid", 1}, {"mnt", 2}, {"net", 3}}.dump();
+  json p = {{"namespaces_apart", {"pid", "mnt", "net"}}};
+  EXPECT_EQ(Judge(p, Out(Probe(host, {{"pid", 11}, {"mnt", 12}, {"net", 13}}))).first, "pass");
+  auto shared = Judge(p, Out(Probe(host, {{"pid", 1}, {"mnt", 12}, {"net", 13}})));
+  EXPECT_EQ(shared.first, "fail");
+  EXPECT_NE(shared.second.find("shares the harness's pid namespace"), std::string::npos)
+      << shared.second;
+  auto hidden = Judge(p, Out(Probe(host, {{"pid", nullptr}, {"mnt", 12}, {"net", 13}})));
+  EXPECT_EQ(hidden.first, "fail");
+  EXPECT_NE(hidden.second.find("cannot judge"), std::string::npos) << hidden.second;
+  // On a kernel of its own, the inodes are that kernel's: they cannot be the harness's.
+  const json guest = {{"boot_id", "bbbb"}, {"btime", 7000}, {"version", "Linux version 6.1"}};
+  EXPECT_EQ(Judge(p, Out(Probe(guest, {{"pid", 1}, {"mnt", 2}, {"net", 3}}))).first, "pass");
+}
+
+TEST(ExpectParams, KernelAndNamespacesNeedTheHostsValues) {
+  auto s = Load({{"kernel", "own"}, {"namespaces_apart", {"pid"}}});
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  // The reader writes in the local-only harness values, so a target elsewhere skips the task.
+  EXPECT_EQ(s->tasks[0].harness_values, (std::set<std::string>{"host_kernel", "host_namespaces"}));
+  EXPECT_NE(LoadError({{"kernel", "guest"}}).find("'own' or 'host'"), std::string::npos);
+  EXPECT_NE(LoadError({{"namespaces_apart", {"pidd"}}}).find("namespaces_apart"), std::string::npos);
 }
 
 TEST_F(ExpectJudge, ARefusalPassesOnlyWhereAllowed) {

@@ -16,6 +16,33 @@ namespace sandcheck::eval {
 
 using nlohmann::json;
 
+namespace {
+
+// The host a mirror log line names ("GET /x host=NAME[:PORT]"), lower-cased, without the port.
+std::string LoggedHost(const std::string& line) {
+  size_t at = line.rfind(" host=");
+  if (at == std::string::npos) return "";
+  std::string h = line.substr(at + 6);
+  if (size_t colon = h.find(':'); colon != std::string::npos) h.erase(colon);
+  std::transform(h.begin(), h.end(), h.begin(), [](unsigned char c) { return std::tolower(c); });
+  return h;
+}
+
+// A denial task's evidence from the harness's own mirror: nothing may have reached it while the
+// task ran (the command tries only the denied destination). Returns the failure, or "".
+std::string MirrorReached(const TaskRecord& t, Verdict& v) {
+  if (!t.mirror_log) return "";
+  v.evidence["mirror_log"] = *t.mirror_log;
+  if (t.mirror_log->empty()) return "";
+  return fmt::format(
+      "the harness's mirror logged '{}' while the task ran{}: the request got out to a service "
+      "it must not reach",
+      t.mirror_log->front(),
+      t.mirror_log->size() > 1 ? fmt::format(" (and {} more)", t.mirror_log->size() - 1) : "");
+}
+
+}  // namespace
+
 Verdict AllowedDownload(TaskRecord& t, const json& p, const TargetInfo& info) {
   const ExecAnswer& a = t.task->answer;
   NetEvidence net = ClassifyNetwork(a.stdout_text, a.stderr_text);
@@ -37,11 +64,31 @@ Verdict AllowedDownload(TaskRecord& t, const json& p, const TargetInfo& info) {
     return v;
   }
   t.got = "file saved, exit 0";
+  if (t.mirror_log) {
+    // The harness's own mirror says whether the file really came from it: output can be made
+    // up, the mirror's request log cannot be written from inside the sandbox.
+    v.evidence["mirror_log"] = *t.mirror_log;
+    std::string want = host;
+    std::transform(want.begin(), want.end(), want.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    bool reached = std::any_of(t.mirror_log->begin(), t.mirror_log->end(), [&](const auto& l) {
+      return l.rfind("GET ", 0) == 0 && LoggedHost(l) == want;
+    });
+    if (!reached) {
+      v.outcome = Outcome::kFail;
+      v.reason = fmt::format(
+          "\"{}\" came back, but the harness's mirror logged no GET for {} while the task ran "
+          "(it logged {} line(s)): the file did not come from the mirror",
+          content, host, t.mirror_log->size());
+      return v;
+    }
+  }
   if (!info.Has("egress.log")) {
     v.evidence["gateway"] = "not offered by the target (feature egress.log)";
     return {
         Outcome::kPass,
-        fmt::format("\"{}\" saved and listed, exit 0 (the target offers no gateway log)", content),
+        fmt::format("\"{}\" saved and listed, exit 0 (the target offers no gateway log){}", content,
+                    t.mirror_log ? "; the mirror logged the GET" : ""),
         v.evidence};
   }
   json allowed = json::array();
@@ -58,8 +105,9 @@ Verdict AllowedDownload(TaskRecord& t, const json& p, const TargetInfo& info) {
     return v;
   }
   v.outcome = Outcome::kPass;
-  v.reason = fmt::format("\"{}\" saved, exit 0, through the gateway ({} allow decision(s) for {})",
-                         content, allowed.size(), host);
+  v.reason = fmt::format("\"{}\" saved, exit 0, through the gateway ({} allow decision(s) for {}){}",
+                         content, allowed.size(), host,
+                         t.mirror_log ? "; the mirror logged the GET" : "");
   return v;
 }
 
@@ -83,6 +131,8 @@ Verdict NameNotResolved(TaskRecord& t, const json& p) {
   } else if (net.wget != WgetOutcome::kBadAddress) {
     v.reason = fmt::format("{} resolved: wget went on to '{}'{}", name, net.Summary(),
                            net.wget_line.empty() ? "" : " (" + net.wget_line + ")");
+  } else if (std::string reached = MirrorReached(t, v); !reached.empty()) {
+    v.reason = fmt::format("{} looked unresolved from inside, but {}", name, reached);
   } else if (need_nx && net.lookup != LookupOutcome::kNxdomain) {
     v.reason = fmt::format(
         "wget reports a bad address, but nslookup did not get NXDOMAIN ({}): the name "
@@ -112,6 +162,21 @@ Verdict GatewayRefused(TaskRecord& t, const json& p, const TargetInfo& info) {
   if (!Ran(a)) {
     t.got = fmt::format("{}, {}", a.status, a.state);
     return {Outcome::kFail, fmt::format("the command did not run: {}", Told(a)), v.evidence};
+  }
+  if (std::string reached = MirrorReached(t, v); !reached.empty()) {
+    return {Outcome::kFail, fmt::format("{} is not to be reached, but {}", address, reached),
+            v.evidence};
+  }
+  if (info.Has("egress.log")) {
+    // The gateway's own log may only make the verdict stricter: an `allow` for a denied
+    // address fails whatever the command printed.
+    for (const auto& d : DecisionsFor(t.gateway, address)) {
+      if (d.value("verdict", std::string()) == "allow") {
+        return {Outcome::kFail,
+                fmt::format("the gateway's log shows an 'allow' for {} ({})", address, d.dump()),
+                v.evidence};
+      }
+    }
   }
   switch (net.wget) {
     case WgetOutcome::kHttp403:

@@ -50,6 +50,9 @@ struct TaskRecord {
   nlohmann::json host_scans = nlohmann::json::array();
   std::string host_note;     // why a scan was not done (a target elsewhere)
   nlohmann::json gateway;    // decisions seen for this task (array), or null if not offered
+  // The lines the harness's own mirror fixture logged while the task ran ("GET /path host=NAME"):
+  // what really reached the service behind the scenario's names. None without such a mirror.
+  std::optional<std::vector<std::string>> mirror_log;
   std::string gateway_note;  // why there is no gateway evidence
   // SNAP-2, LC-10 (after_each_task.canaries): `sbx-canary plant TOKEN` before the revert and
   // `sbx-canary check TOKEN PORT` after it; canary_note says why none were planted.

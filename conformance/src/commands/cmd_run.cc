@@ -258,6 +258,7 @@ int CmdRun(const std::vector<std::string>& args) {
       } else {
         mirror = std::move(*m);
         ropts.fixtures["mirror"] = mirror->address();
+        ropts.mirror = &*mirror;
         ctx.fixtures["mirror"] = {{"mode", "local"},
                                   {"address", mirror->address()},
                                   {"binary", mirror->binary()},

@@ -1,9 +1,12 @@
 #include "run/mirror_fixture.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <deque>
@@ -27,11 +30,34 @@ std::string Env(const char* name) {
 }  // namespace
 
 // The child, and a thread that keeps reading its stdout so that it never blocks on a full pipe.
+// The pipe is non-blocking: the thread waits with poll, and whoever takes in (the thread, or a
+// LogSince that wants what is already written) reads under the mutex.
 struct MirrorFixture::State {
   ChildProcess child;
   std::thread drain;
   mutable std::mutex mu;
   std::deque<std::string> lines;
+  size_t total = 0;      // lines ever taken in
+  std::string partial;   // a line not yet ended
+  int fd = -1;
+  // Reads what the pipe holds now, under mu. False at EOF or on an error.
+  bool TakeIn() {
+    char buf[4096];
+    while (true) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return true;
+      if (n <= 0) return false;
+      partial.append(buf, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = partial.find('\n')) != std::string::npos) {
+        lines.push_back(partial.substr(0, nl));
+        ++total;
+        if (lines.size() > 200) lines.pop_front();
+        partial.erase(0, nl + 1);
+      }
+    }
+  }
   ~State() {
     child.Kill();  // the group dies: the pipe's write end closes, the drain thread sees EOF
     if (drain.joinable()) drain.join();
@@ -43,6 +69,24 @@ std::vector<std::string> MirrorFixture::Log() const {
   if (!state_) return {};
   std::lock_guard<std::mutex> lock(state_->mu);
   return {state_->lines.begin(), state_->lines.end()};
+}
+
+size_t MirrorFixture::LogCount() const {
+  if (!state_) return 0;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->TakeIn();
+  return state_->total;
+}
+
+std::vector<std::string> MirrorFixture::LogSince(size_t since) const {
+  if (!state_) return {};
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->TakeIn();
+  const size_t first = state_->total - state_->lines.size();  // index of lines.front()
+  std::vector<std::string> out;
+  for (size_t i = std::max(since, first); i < state_->total; ++i)
+    out.push_back(state_->lines[i - first]);
+  return out;
 }
 
 std::string SelfDir() {
@@ -89,21 +133,17 @@ sbx::StatusOr<MirrorFixture> MirrorFixture::Start(const MirrorOptions& o) {
   }
   m.address_ = match[1];
   State* st = m.state_.get();
+  st->fd = fd;
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   st->drain = std::thread([st, fd] {
-    std::string partial;
-    char buf[4096];
     while (true) {
-      ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
-      partial.append(buf, static_cast<size_t>(n));
-      size_t nl;
-      while ((nl = partial.find('\n')) != std::string::npos) {
-        std::lock_guard<std::mutex> lock(st->mu);
-        st->lines.push_back(partial.substr(0, nl));
-        if (st->lines.size() > 200) st->lines.pop_front();
-        partial.erase(0, nl + 1);
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
       }
+      std::lock_guard<std::mutex> lock(st->mu);
+      if (!st->TakeIn()) return;
     }
   });
   return m;

@@ -33,6 +33,13 @@ class MirrorFixture {
   const std::string& root() const { return root_; }
   // What the mirror printed after "listening" (its request log, if it keeps one), last 200 lines.
   std::vector<std::string> Log() const;
+  // The request log as evidence (a check reads what really reached the mirror, not what the
+  // sandbox printed): LogCount() is how many lines the mirror has written so far, a count that
+  // only grows; LogSince(n) the lines after the first n (of the last 200 kept). Both first take
+  // in what is already in the pipe: the mirror logs a request before it answers it, so a request
+  // answered before the call returned is there.
+  size_t LogCount() const;
+  std::vector<std::string> LogSince(size_t since) const;
 
  private:
   struct State;

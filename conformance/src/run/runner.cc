@@ -325,9 +325,11 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
   }
   progress("task");
   rec.task.emplace();
+  const size_t mirror_before = options_.mirror ? options_.mirror->LogCount() : 0;
   if (!ExecStep(run, t.label, "task", sandbox, SubstituteHarness(t.command, run.harness),
                 t.timeout_s, &*rec.task))
     return false;
+  if (options_.mirror) rec.mirror_log = options_.mirror->LogSince(mirror_before);
   if (info_.Has("egress.log")) {
     auto log = target_.GatewayLog(sandbox);
     if (log.ok()) {

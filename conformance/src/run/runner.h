@@ -19,6 +19,7 @@
 #include "checks/records.h"
 #include "drivers/target.h"
 #include "run/live_log.h"
+#include "run/mirror_fixture.h"
 #include "scenario/scenario.h"
 
 namespace sandcheck {
@@ -30,6 +31,9 @@ struct RunnerOptions {
   // live on this host (else tasks using local-only values are skipped).
   std::map<std::string, std::string> harness;
   bool target_local = true;
+  // The harness's own mirror fixture (--mirror local), whose request log is evidence of what
+  // reached the service behind the scenario's names; null with --mirror none or HOST:PORT.
+  const MirrorFixture* mirror = nullptr;
 };
 
 // The protocol's create object for the scenario's sandbox: template, limits, egress, backend

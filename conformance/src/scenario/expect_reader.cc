@@ -194,6 +194,28 @@ sbx::StatusOr<json> ReadExpectation(const json& in, const std::string& path, Exp
         out["any_of"].push_back(*a);
       }
     }
+    // Evidence of the sandbox's kernel and namespaces (checks/kernel_evidence.h): the probe's
+    // facts against the harness's own host, whose values are local-only harness values (a task
+    // of a target elsewhere is not run, and says why).
+    out["kernel"] = nullptr;
+    std::string kernel = r.String("kernel", "");
+    if (!kernel.empty()) {
+      if (kernel != "own" && kernel != "host") fail("kernel", "'own' or 'host'");
+      out["kernel"] = {{"want", kernel}, {"host", "{{harness.host_kernel}}"}};
+    }
+    out["namespaces_apart"] = nullptr;
+    if (const json* ns = r.Array("namespaces_apart")) {
+      static const std::set<std::string> kNames = {"pid", "mnt", "net", "ipc",
+                                                   "uts", "user", "cgroup"};
+      for (const auto& n : *ns) {
+        if (!n.is_string() || !kNames.count(n.get<std::string>()))
+          fail("namespaces_apart", "names among pid, mnt, net, ipc, uts, user, cgroup");
+      }
+      if (ns->empty()) fail("namespaces_apart", "name at least one namespace");
+      out["namespaces_apart"] = {{"names", *ns},
+                                 {"host", "{{harness.host_namespaces}}"},
+                                 {"kernel", "{{harness.host_kernel}}"}};
+    }
     out["host_absent"] = nullptr;
     if (const json* h = r.Object("host_absent")) {
       ObjectReader hr(*h, path + ".host_absent");

@@ -1,5 +1,7 @@
 #include "scenario/harness_values.h"
 
+#include "host/kernel_identity.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -60,7 +62,12 @@ sbx::StatusOr<HarnessValues> HarnessValues::Make(const std::set<std::string>& us
                                                  const std::string& mirror_addr) {
   HarnessValues h;
   std::random_device rd;
-  if (local) h.values_["pid"] = std::to_string(::getpid());
+  if (local) {
+    h.values_["pid"] = std::to_string(::getpid());
+    // The host side of the kernel and namespace evidence (checks/kernel_evidence.h).
+    h.values_["host_kernel"] = HostKernelIdentity().dump();
+    h.values_["host_namespaces"] = HarnessNamespaces().dump();
+  }
   h.values_["token"] = RandomHex(6);
   h.values_["token_number"] = std::to_string(1000000 + rd() % 9000000);
   if (!mirror_addr.empty()) h.values_["mirror_addr"] = mirror_addr;

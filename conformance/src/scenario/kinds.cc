@@ -75,7 +75,9 @@ const std::vector<KindSpec>& CheckKinds() {
         {"may_refuse", VT::boolean, false, false},
         {"then", VT::object, false, nullptr},
         {"any_of", VT::array, false, json::array()},
-        {"host_absent", VT::object, false, nullptr}}},
+        {"host_absent", VT::object, false, nullptr},
+        {"kernel", VT::string, false, nullptr},
+        {"namespaces_apart", VT::array, false, json::array()}}},
       {"clean_after_revert", false, {{"expect_files", VT::number_integer, false, 0}}},
       {"revert_measured", false, {}},
   };
@@ -93,6 +95,12 @@ const std::vector<HarnessValueSpec>& HarnessValueSpecs() {
        "a random value the harness puts in its own environment as SANDCHECK_HOST_CREDENTIAL "
        "for the run (inherited by the adapters and runtimes it starts): a sandbox must not see "
        "it"},
+      {"host_kernel", true,
+       "the harness's host kernel as JSON {boot_id, btime, version} (sbx-probe's kernel_id read "
+       "on the host): for the expect check's `kernel` condition"},
+      {"host_namespaces", true,
+       "the harness's own namespaces as JSON {pid, mnt, net, ipc, uts, user, cgroup: inode} "
+       "(sbx-probe's namespaces read by the harness): for `namespaces_apart`"},
       {"token", false, "random hex, new for every run"},
       {"token_number", false, "a random 7-digit number, new for every run"},
       {"mirror_addr", false,

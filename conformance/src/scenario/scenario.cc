@@ -524,6 +524,7 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
       auto c = ReadCheck(*check, path + ".check", s, true);
       if (!c.ok()) return wrap(c.status());
       c->task_id = t.id;
+      CollectHarnessRefs(c->params, &t.harness_values);  // ones the reader added (kernel, ...)
       if (sbx::Status st = add_check(*c, path + ".check"); !st.ok()) return wrap(st);
       if (c->kind == "expect") {
         const json& p = c->params;
