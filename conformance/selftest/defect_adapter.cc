@@ -69,6 +69,11 @@ const std::map<std::string, std::string>& Defects() {
       {"partial-revert",
        "revert removes the visible files of /work only; hidden files, /tmp, $HOME, processes "
        "and sockets stay (SNAP-2, LC-10); a crashed sandbox is reverted for real"},
+      {"revert-by-wiping",
+       "revert kills every process of the sandbox and empties every place it can write (/work, "
+       "/tmp, /var/tmp, /dev/shm, /run, $HOME), and keeps the sandbox: the kernel objects of its "
+       "IPC namespace (System V shared memory, queues, semaphores, POSIX queues) stay (SNAP-2, "
+       "LC-10); a crashed sandbox is reverted for real"},
       {"memory-limit-doubled", "the memory limit applied is twice the one asked for (RES-2)"},
       {"memory-limit-halved", "the memory limit applied is half the one asked for (RES-2)"},
       {"cpu-limit-halved", "the CPU quota applied is half the one asked for (RES-1)"},
@@ -688,6 +693,17 @@ int main(int argc, char** argv) {
     if (has("partial-revert") && !st.value("crashed", false)) {
       ExecAnswer a = Must(rt.Exec(id, "rm -rf /work/*", 10), "revert (partial)");
       if (a.status != "ok") Die(1, "internal", "partial revert failed: " + a.stderr_text);
+      std::cout << json{{"seconds", a.seconds >= 0 ? a.seconds : 0.0}}.dump() << "\n";
+      return 0;
+    }
+    if (has("revert-by-wiping") && !st.value("crashed", false)) {
+      ExecAnswer a = Must(
+          rt.Exec(id,
+                  "kill -9 -1 2>/dev/null; for d in /work /tmp /var/tmp /dev/shm /run \"$HOME\"; do "
+                  "find \"$d\" -mindepth 1 -maxdepth 1 -exec rm -rf {} + 2>/dev/null; done; true",
+                  10),
+          "revert (by wiping)");
+      if (a.status != "ok") Die(1, "internal", "revert by wiping failed: " + a.stderr_text);
       std::cout << json{{"seconds", a.seconds >= 0 ? a.seconds : 0.0}}.dump() << "\n";
       return 0;
     }

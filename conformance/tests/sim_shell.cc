@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "host/kernel_identity.h"
 #include "sim.h"
 
 namespace fs = std::filesystem;
@@ -226,14 +227,29 @@ void Sleep(double s) { std::this_thread::sleep_for(std::chrono::duration<double>
 ExecOut Simple0(Sandbox& sb, const std::string& text, int last_exit);
 
 std::string ProbeJson(Sandbox& sb, const std::vector<std::string>& w) {
-  std::vector<std::string> reads, writes = {"/", "/usr", "/etc", "/tmp", "/work"};
+  std::vector<std::string> reads, writes = {"/", "/usr", "/etc", "/tmp", "/work"}, signals;
   for (size_t i = 1; i + 1 < w.size(); i += 2)
-    (w[i] == "--read" ? reads : writes).push_back(w[i + 1]);
+    (w[i] == "--read" ? reads : w[i] == "--signal" ? signals : writes).push_back(w[i + 1]);
   bool host = Has(sb, "no-isolation");
+  const bool host_pids = host || Has(sb, "host-pid-ns");
   json j = {{"uid", host ? 0 : 1000},       {"gid", host ? 0 : 1000},
             {"pid", host ? ::getpid() : 2}, {"ppid", 1},
             {"hostname", "sandbox"},        {"cwd", "/work"}};
-  j["procs_visible"] = host || Has(sb, "host-pid-ns") ? HostProcessCount() : 2;
+  j["procs_visible"] = host_pids ? HostProcessCount() : 2;
+  // The simulated sandbox runs on this kernel: its facts are the host's; its namespaces are its
+  // own (inodes the harness's are not) but where it shares the host's.
+  j["kernel_id"] = sandcheck::HostKernelIdentity();
+  json ns = sandcheck::HarnessNamespaces();
+  for (auto& [name, inode] : ns.items()) {
+    const bool shared = host || (name == "pid" && host_pids);
+    if (!shared && inode.is_number()) inode = inode.get<uint64_t>() + 1000000;
+  }
+  j["namespaces"] = ns;
+  if (!signals.empty()) {
+    json sig = json::object();
+    for (const auto& pid : signals) sig[pid] = host ? "ok" : host_pids ? "EPERM" : "ESRCH";
+    j["signal"] = sig;
+  }
   json readable = json::object(), writable = json::object(), errors = json::object();
   for (const auto& path : reads) {
     bool ok = fs::exists(FsPath(sb, path));
