@@ -238,7 +238,17 @@ std::string ProbeJson(Sandbox& sb, const std::vector<std::string>& w) {
   j["procs_visible"] = host_pids ? HostProcessCount() : 2;
   // The simulated sandbox runs on this kernel: its facts are the host's; its namespaces are its
   // own (inodes the harness's are not) but where it shares the host's.
+  // A simulated gvisor or microvm sandbox shows a kernel of its own, as the real ones do (gVisor
+  // no boot_id and "Linux version 4.4.0"; a guest a boot_id of its own).
+  const std::string backend = sb.spec.value("backend", "");
   j["kernel_id"] = sandcheck::HostKernelIdentity();
+  if (backend == "gvisor" && !host) {
+    j["kernel_id"] = {{"boot_id", nullptr}, {"btime", 1000000000},
+                      {"version", "Linux version 4.4.0 #1 SMP Sun Jan 10 15:06:54 PST 2016"}};
+  } else if (backend == "microvm" && !host) {
+    j["kernel_id"] = {{"boot_id", "00000000-0000-4000-8000-00000000beef"}, {"btime", 1000000000},
+                      {"version", "Linux version 6.1.0-sim-guest"}};
+  }
   json ns = sandcheck::HarnessNamespaces();
   for (auto& [name, inode] : ns.items()) {
     const bool shared = host || (name == "pid" && host_pids);
