@@ -15,6 +15,8 @@
 //   no-cpu-limit            sbx-cpu is not slowed by cpu_millicores
 //   dns-resolves-everything every name resolves (then meets the gateway: 403)
 //   ip-through              requests to IP literals get through (200)
+//   drops-denied            NOT a defect: what the policy denies is dropped, not refused (the
+//                           NetworkPolicy default): wget waits until `timeout N` kills it (143)
 //   oom-as-ok               the OOM-killed command is reported as status ok, RUNNING, exit 137
 //   no-network              the sandbox has no network at all (no resolver, no route)
 //   flaky-network           every second sandbox with egress rules made in $SIM_STATE_DIR has

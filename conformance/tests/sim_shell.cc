@@ -20,7 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "host/kernel_identity.h"
+#include <sys/stat.h>
+
 #include "sim.h"
 
 namespace fs = std::filesystem;
@@ -160,14 +161,25 @@ struct Fetch {
   std::string body, err;
 };
 
-Fetch Wget(Sandbox& sb, const std::string& url) {
+void Sleep(double s);
+
+// `timeout_s`: how long wget may wait (`timeout N wget ...`).
+Fetch Wget(Sandbox& sb, const std::string& url, double timeout_s) {
   static const std::regex kUrl(R"(^http://([^/:]+)(?::([0-9]+))?(/.*)?$)");
   std::smatch m;
   if (!std::regex_match(url, m, kUrl)) return {1, "", fmt::format("wget: bad address '{}'\n", url)};
   std::string host = m[1], path = m[3].matched ? m[3].str() : "/";
   int port = m[2].matched ? std::atoi(m[2].str().c_str()) : 80;
   std::string dest = fmt::format("{}:{}", host, port);
-  Fetch denied{1, "", "wget: server returned error: HTTP/1.1 403 Forbidden\n"};
+  auto denied = [&]() -> Fetch {
+    if (Has(sb, "drops-denied")) {
+      // A policy that drops what it denies (the NetworkPolicy default) instead of answering:
+      // the client waits out its own timeout.
+      Sleep(std::min(timeout_s, 30.0));
+      return {143, "", "Terminated\n"};  // killed by `timeout` at its bound
+    }
+    return {1, "", "wget: server returned error: HTTP/1.1 403 Forbidden\n"};
+  };
   bool open_policy = Has(sb, "empty-policy-open") &&
                      sb.spec.value("egress", json::object()).value("rules", json::array()).empty();
   if (open_policy) {
@@ -189,7 +201,7 @@ Fetch Wget(Sandbox& sb, const std::string& url) {
     if (Has(sb, "ip-through") || Has(sb, "no-isolation"))
       return {0, "<html>an outside host</html>\n", ""};
     LogDecision(sb, "http", dest, "", "deny");
-    return denied;
+    return denied();
   }
   if (!Resolves(sb, host)) {
     if (!Has(sb, "no-network")) LogDecision(sb, "dns", host, "", "nxdomain");
@@ -199,7 +211,7 @@ Fetch Wget(Sandbox& sb, const std::string& url) {
   if (Has(sb, "no-isolation") && rule.empty()) return {0, "<html>an outside host</html>\n", ""};
   if (rule.empty()) {
     LogDecision(sb, "http", dest, "", "deny");
-    return denied;
+    return denied();
   }
   if (!Has(sb, "no-isolation")) LogDecision(sb, "http", dest, rule, "allow");
   auto hosts = sb.spec.value("hosts", json::object());
@@ -226,6 +238,38 @@ void Sleep(double s) { std::this_thread::sleep_for(std::chrono::duration<double>
 
 ExecOut Simple0(Sandbox& sb, const std::string& text, int last_exit);
 
+// What sbx-probe reads of the kernel here (its kernel_id), read the way the probe does: the
+// simulated sandbox runs on this kernel. Its own reading, not the harness's (a test double
+// includes only the public API: test_sandcheck_boundaries.py).
+json ThisKernel() {
+  auto first_line = [](const char* path) -> json {
+    std::ifstream in(path);
+    std::string line;
+    if (!in || !std::getline(in, line) || line.empty()) return nullptr;
+    return line;
+  };
+  json btime = nullptr;
+  std::ifstream stat("/proc/stat");
+  for (std::string line; std::getline(stat, line);) {
+    if (line.rfind("btime ", 0) == 0) btime = std::strtoll(line.c_str() + 6, nullptr, 10);
+  }
+  return {{"boot_id", first_line("/proc/sys/kernel/random/boot_id")},
+          {"btime", btime},
+          {"version", first_line("/proc/version")}};
+}
+
+// The /proc/self/ns inodes of this process (the probe's namespaces).
+json TheseNamespaces() {
+  json out = json::object();
+  for (const char* ns : {"pid", "mnt", "net", "ipc", "uts", "user", "cgroup"}) {
+    struct stat st {};
+    out[ns] = ::stat((std::string("/proc/self/ns/") + ns).c_str(), &st) == 0
+                  ? json(static_cast<uint64_t>(st.st_ino))
+                  : json();
+  }
+  return out;
+}
+
 std::string ProbeJson(Sandbox& sb, const std::vector<std::string>& w) {
   std::vector<std::string> reads, writes = {"/", "/usr", "/etc", "/tmp", "/work"}, signals;
   for (size_t i = 1; i + 1 < w.size(); i += 2)
@@ -241,7 +285,7 @@ std::string ProbeJson(Sandbox& sb, const std::vector<std::string>& w) {
   // A simulated gvisor or microvm sandbox shows a kernel of its own, as the real ones do (gVisor
   // no boot_id and "Linux version 4.4.0"; a guest a boot_id of its own).
   const std::string backend = sb.spec.value("backend", "");
-  j["kernel_id"] = sandcheck::HostKernelIdentity();
+  j["kernel_id"] = ThisKernel();
   if (backend == "gvisor" && !host) {
     j["kernel_id"] = {{"boot_id", nullptr}, {"btime", 1000000000},
                       {"version", "Linux version 4.4.0 #1 SMP Sun Jan 10 15:06:54 PST 2016"}};
@@ -249,7 +293,7 @@ std::string ProbeJson(Sandbox& sb, const std::vector<std::string>& w) {
     j["kernel_id"] = {{"boot_id", "00000000-0000-4000-8000-00000000beef"}, {"btime", 1000000000},
                       {"version", "Linux version 6.1.0-sim-guest"}};
   }
-  json ns = sandcheck::HarnessNamespaces();
+  json ns = TheseNamespaces();
   for (auto& [name, inode] : ns.items()) {
     const bool shared = host || (name == "pid" && host_pids);
     if (!shared && inode.is_number()) inode = inode.get<uint64_t>() + 1000000;
@@ -567,6 +611,12 @@ ExecOut Simple0(Sandbox& sb, const std::string& text, int last_exit) {
   std::vector<std::string> w = Words(text);
   ExecOut r;
   if (w.empty()) return r;
+  // `timeout N CMD...`: CMD with N seconds (what wget waits at most on a dropping policy).
+  double bound_s = 900;
+  if (w.size() > 2 && w[0] == "timeout") {
+    bound_s = std::atof(w[1].c_str());
+    w.erase(w.begin(), w.begin() + 2);
+  }
   const std::string& cmd = w[0];
   if (std::regex_match(text, std::regex(R"(\s*find /work -mindepth 1 \| wc -l\s*)"))) {
     size_t n = 0;
@@ -618,7 +668,7 @@ ExecOut Simple0(Sandbox& sb, const std::string& text, int last_exit) {
       else
         url = w[i];
     }
-    Fetch f = Wget(sb, url);
+    Fetch f = Wget(sb, url, bound_s);
     r.exit = f.exit;
     r.err = f.err;
     if (f.exit == 0) {

@@ -49,7 +49,9 @@ def test_local_mirror_is_started_used_and_stopped(tmp_path, content):
     mirror = r.report["environment"]["fixtures"]["mirror"]
     assert mirror["mode"] == "local" and mirror["address"].startswith("127.0.0.1:")
     hosts = r.report["scenarios"][0]["sandbox"]["request"]["hosts"]
-    assert hosts == {"pkg-mirror.demo-tools.svc.cluster.local": mirror["address"]}
+    # The cluster API's name is in the directory too, with no rule (SCN-4: it must not resolve).
+    assert hosts == {"pkg-mirror.demo-tools.svc.cluster.local": mirror["address"],
+                     "kubernetes.default.svc.cluster.local": mirror["address"]}
     # The download really reached the mirror, by the allowed name.
     assert "GET /hello-1.0.txt host=pkg-mirror.demo-tools.svc.cluster.local" in mirror["log"]
     assert mirror_processes(content) == []
