@@ -4,6 +4,7 @@ The runtimes are the simulated adapter (conformance/tests/sim_adapter.cc, a test
 fault switches. SCN IDs: ../shared/design/requirements.md.
 """
 import pathlib
+import shlex
 import sys
 
 import pytest
@@ -151,7 +152,7 @@ def test_strict_profile_counts_should_failures(tmp_path, mirror):
     # wrapper adapter that drops "seconds" from revert answers.
     wrapper = tmp_path / "no-seconds"
     wrapper.write_text(f"""#!/bin/sh
-if [ "$1" = revert ]; then {SIM} revert >/dev/null && echo '{{}}'; else exec {SIM} "$1"; fi
+if [ "$1" = revert ]; then {shlex.quote(str(SIM))} revert >/dev/null && echo '{{}}'; else exec {shlex.quote(str(SIM))} "$1"; fi
 """)
     wrapper.chmod(0o755)
     state = tmp_path / "state"
