@@ -161,6 +161,24 @@ const std::map<std::string, std::string>& Defects() {
       {"drops-under-load", "every 5th exec answers tool_error without running the command (LC-9)"},
       {"leaks-under-load",
        "every 5th destroy answers success and leaves the sandbox running (LC-8, FAIL-6)"},
+      // The runtime's own figures in place of what it did (issue 32): each rewritten to look
+      // like the faithful runtime's, so only the harness's own evidence can tell.
+      {"pids-limit-doubled-reports-low-peak",
+       "the pids limit applied is twice the one asked for, and the answer's usage.pids_peak is "
+       "rewritten to stay below the limit asked for (RES-4)"},
+      {"fake-cpu-usage",
+       "no CPU quota is applied, and the answer's usage.cpu_seconds / throttled_seconds are "
+       "rewritten to what a cap at the quota asked for would show (RES-1, SCN-5)"},
+      {"stages-padded",
+       "every stage of the exec answer is reported 0.1 s longer than it took: the stages add up "
+       "to more than the whole call (LC-1)"},
+      {"pids-watchdog-ends-sandbox",
+       "no pids limit; a watchdog ends the sandbox as resource_exceeded once a command's tree "
+       "passes 100 processes, so no fork is ever refused: the sandbox ended, the pids limit "
+       "never bit (RES-4)"},
+      {"revert-seconds-fake",
+       "revert reports made-up seconds: 0.000001 s, and 1 s more than the call took, in turn "
+       "(SNAP-4)"},
   };
   return d;
 }
@@ -537,6 +555,12 @@ int main(int argc, char** argv) {
     if (has("cpu-limit-halved")) scale("cpu_millicores", 0.5);
     if (has("pids-limit-quadrupled")) scale("pids", 4.0);
     if (has("pids-limit-halved")) scale("pids", 0.5);
+    // What was asked for, before the defect changed it (for the rewritten usage reports).
+    const json asked = in.contains("limits") && in["limits"].is_object() ? in["limits"]
+                                                                          : json::object();
+    if (has("pids-limit-doubled-reports-low-peak")) scale("pids", 2.0);
+    if (has("fake-cpu-usage")) limits.erase("cpu_millicores");
+    if (has("pids-watchdog-ends-sandbox")) limits.erase("pids");
     if (has("disk-limit-doubled")) scale("disk_bytes", 2.0);
     if (has("disk-limit-halved")) scale("disk_bytes", 0.5);
     if (has("leaks-host-env")) {
@@ -568,9 +592,9 @@ int main(int argc, char** argv) {
     }
     std::string claim;  // backend-impostor: the backend every answer names
     if (has("backend-impostor")) {
-      const std::string asked = req.value("backend", "");
-      if (asked == "gvisor" || asked == "microvm") {
-        claim = asked;
+      const std::string asked_backend = req.value("backend", "");
+      if (asked_backend == "gvisor" || asked_backend == "microvm") {
+        claim = asked_backend;
         req["backend"] = "oci";  // what a runtime without runsc or a VM falls back to
       } else if (req.value("trust", "") == "untrusted") {
         claim = "gvisor";        // the floor untrusted code must get
@@ -592,6 +616,9 @@ int main(int argc, char** argv) {
     if (id.empty()) id = Must(rt.Create(req), "create");
     json st = {{"allowed", AllowedHosts(in)}, {"crashed", false}};
     if (!claim.empty()) st["claim"] = claim;
+    if (asked.contains("pids") && asked["pids"].is_number()) st["asked_pids"] = asked["pids"];
+    if (asked.contains("cpu_millicores") && asked["cpu_millicores"].is_number())
+      st["asked_millicores"] = asked["cpu_millicores"];
     if (has("destroy-recycles")) st["key"] = req.dump();
     if (recreates_on_revert) st["request"] = req;
     if (has("secret-on-disk") && in.contains("secrets") && in["secrets"].is_object() &&
@@ -661,8 +688,31 @@ int main(int argc, char** argv) {
       std::cout << ExecJson(dropped).dump() << "\n";
       return 0;
     }
+    if (has("pids-watchdog-ends-sandbox") && st.contains("asked_pids")) {
+      // The watchdog: a fork bomb's tree grows to 100 processes (its own cap stands in for the
+      // moment the watchdog fires; no limit refuses a fork before it), then the sandbox is
+      // ended and the answer says resource_exceeded. A killed bomb prints nothing.
+      static const std::regex bomb(R"(^sbx-forkbomb -n ([0-9]+) -t ([0-9]+)$)");
+      std::smatch m;
+      if (std::regex_match(cmd, m, bomb) && std::stol(m[1].str()) > 100) {
+        ExecAnswer ran = Must(rt.Exec(id, "sbx-forkbomb -n 100 -t " + m[2].str(), timeout),
+                              "exec (pids watchdog)");
+        ExecAnswer ended;
+        ended.status = "resource_exceeded";
+        ended.state = "CRASHED";
+        ended.stderr_text = "sandbox ended: too many processes\n";
+        ended.seconds = ran.seconds;
+        st["crashed"] = true;
+        state.Save(outer, st);
+        std::cout << ExecJson(ended).dump() << "\n";
+        return 0;
+      }
+    }
     if (cmd.rfind("sbx-canary plant ", 0) == 0) st["plant"] = cmd;
+    const auto exec_t0 = std::chrono::steady_clock::now();
     ExecAnswer a = Must(rt.Exec(id, cmd, timeout), "exec");
+    const double exec_secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - exec_t0).count();
     if (has("crosstalk-under-load")) {
       std::string out = a.stdout_text;
       if (state.Tick("crosstalk", &out) % 5 == 0) a.stdout_text = out;
@@ -682,6 +732,34 @@ int main(int argc, char** argv) {
     if (has("dns-refuses")) {
       static const std::regex nx("(can't find [^:\n]+): NXDOMAIN");
       a.stdout_text = std::regex_replace(a.stdout_text, nx, "$1: REFUSED");
+    }
+    if (has("stages-padded") && a.extra.contains("stages") && a.extra["stages"].is_object()) {
+      for (auto& [k, v] : a.extra["stages"].items()) {
+        if (v.is_number() && v.get<double>() >= 0) v = v.get<double>() + 0.1;
+      }
+    }
+    json* usage = a.extra.contains("usage") && a.extra["usage"].is_object() ? &a.extra["usage"]
+                                                                            : nullptr;
+    if (has("pids-limit-doubled-reports-low-peak") && usage && st.contains("asked_pids") &&
+        usage->contains("pids_peak") && (*usage)["pids_peak"].is_number()) {
+      // The peak the limit asked for would have allowed, never more.
+      double asked = st["asked_pids"].get<double>();
+      double peak = (*usage)["pids_peak"].get<double>();
+      if (peak > asked - 8) (*usage)["pids_peak"] = static_cast<int64_t>(asked - 8);
+      if (usage->contains("pids_current") && (*usage)["pids_current"].is_number() &&
+          (*usage)["pids_current"].get<double>() > asked - 8)
+        (*usage)["pids_current"] = static_cast<int64_t>(asked - 8);
+    }
+    if (has("fake-cpu-usage") && st.value("asked_millicores", 0.0) > 0) {
+      // What the cgroup of a faithful cap would report for a call this long: the quota's share
+      // of it run, the rest throttled.
+      double cap = st["asked_millicores"].get<double>() / 1000.0;
+      if (!usage) {
+        a.extra["usage"] = json::object();
+        usage = &a.extra["usage"];
+      }
+      (*usage)["cpu_seconds"] = exec_secs * cap;
+      (*usage)["throttled_seconds"] = exec_secs * (1 - cap) * 0.95;
     }
     if (has("lies-about-oom") && a.status == "resource_exceeded") {
       a.status = "ok";
@@ -732,6 +810,7 @@ int main(int argc, char** argv) {
       std::cout << json{{"seconds", secs}}.dump() << "\n";
       return 0;
     }
+    const auto revert_t0 = std::chrono::steady_clock::now();
     sandcheck::OpAnswer r = Must(rt.Revert(id), "revert");
     if (has("crash-revert-keeps-state") && st.value("crashed", false) && st.contains("plant")) {
       // What a restart-in-place leaves: the files the sandbox had before it crashed. Replaying
@@ -740,8 +819,16 @@ int main(int argc, char** argv) {
       if (a.status != "ok") Die(1, "internal", "crash-revert-keeps-state: " + a.stderr_text);
     }
     st["crashed"] = false;
+    double secs = r.seconds >= 0 ? r.seconds : 0.0;
+    if (has("revert-seconds-fake")) {
+      // Made up: an "instant" revert, then one second more than the runtime's call took
+      // (longer than the whole call by anyone's clock), in turn.
+      double took =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - revert_t0).count();
+      secs = state.Tick("revert-seconds-fake") % 2 == 1 ? 0.000001 : took + 1.0;
+    }
     state.Save(outer, st);
-    std::cout << json{{"seconds", r.seconds >= 0 ? r.seconds : 0.0}}.dump() << "\n";
+    std::cout << json{{"seconds", secs}}.dump() << "\n";
     return 0;
   }
   if (op == "destroy" && has("destroy-recycles") && st.contains("key") &&

@@ -521,12 +521,20 @@ ExecOut Simple(Sandbox& sb, const std::string& raw, int last_exit) {
     }
     if (cmd == "sbx-forkbomb" && w.size() == 5 && w[1] == "-n" && w[3] == "-t") {
       int64_t n = std::atoll(w[2].c_str()), pids = Limit(sb, "pids");
-      bool limited = pids > 0 && !Has(sb, "no-pids-limit") && !Has(sb, "no-isolation");
+      bool limited = pids > 0 && !Has(sb, "no-pids-limit") && !Has(sb, "no-isolation") &&
+                     !Has(sb, "bomb-ended-no-pids");
+      if (Has(sb, "bomb-ended-no-pids") && n > 100)
+        return {"resource_exceeded", "CRASHED", -1, "", "ended\n"};
+      // As the real tool: the first refused fork is said at once, before the summary line (a
+      // sandbox ended after it keeps that evidence, issue 32).
+      const std::string refused =
+          fmt::format("sbx-forkbomb: first fork refused at peak {}\n", pids - 2);
       if (limited && n > pids - 2 && Has(sb, "pids-breach-crashes"))
-        return {"resource_exceeded", "CRASHED", -1, "", "pids limit reached\n"};
+        return {"resource_exceeded", "CRASHED", -1, refused, "pids limit reached\n"};
       int64_t peak = limited ? std::min(n, pids - 2) : n;
       Sleep(std::min(0.3, std::atof(w[4].c_str())));
-      o.out = json{{"peak_procs", peak},
+      o.out = (peak < n ? refused : std::string()) +
+              json{{"peak_procs", peak},
                    {"fork_failures", peak < n ? 137 : 0},
                    {"max_procs", n},
                    {"seconds", std::atoll(w[4].c_str())}}

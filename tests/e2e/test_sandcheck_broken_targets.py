@@ -4,6 +4,7 @@ The runtimes are the simulated adapter (conformance/tests/sim_adapter.cc, a test
 fault switches. SCN IDs: ../shared/design/requirements.md.
 """
 import pathlib
+import shlex
 import sys
 
 import pytest
@@ -150,11 +151,12 @@ def test_default_expectations_next_to_the_adapter(tmp_path, mirror):
 
 
 def test_strict_profile_counts_should_failures(tmp_path, mirror):
-    # revert-cost (SHOULD) fails when the target does not report its revert time: simulate by a
-    # wrapper adapter that drops "seconds" from revert answers.
-    wrapper = tmp_path / "no-seconds"
+    # revert-cost (SHOULD) fails when the target reports a revert time it cannot have taken
+    # (longer than the whole call by the harness's clock; issue 32): simulate by a wrapper
+    # adapter that answers every revert with 1000 s.
+    wrapper = tmp_path / "fake-seconds"
     wrapper.write_text(f"""#!/bin/sh
-if [ "$1" = revert ]; then {SIM} revert >/dev/null && echo '{{}}'; else exec {SIM} "$1"; fi
+if [ "$1" = revert ]; then {shlex.quote(str(SIM))} revert >/dev/null && echo '{{"seconds":1000}}'; else exec {shlex.quote(str(SIM))} "$1"; fi
 """)
     wrapper.chmod(0o755)
     state = tmp_path / "state"

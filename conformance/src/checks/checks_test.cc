@@ -264,10 +264,14 @@ TEST_F(SixTask, CpuCapAtTheWrongQuotaFails) {
   task("cpu").calibration[0].wall_seconds = task("cpu").calibration[1].wall_seconds = 2.0;
   for (auto& c : task("cpu").calibration) c.answer.extra["usage"] = {{"cpu_seconds", 1.0}};
   EXPECT_EQ(Failing(), std::set<std::string>{"cpu-cap"});
-  // 2 s for 1 CPU second is right, whatever the contention.
+  // 2 s for 1 CPU second on a machine that gave the unthrottled run only half a CPU: the
+  // harness's clocks cannot tell a cap from none, and the target's CPU seconds may only make a
+  // verdict stricter (issue 32): an error that says why, not a pass.
   task("cpu").task->wall_seconds = 2.0;
   task("cpu").task->answer.extra["usage"] = {{"cpu_seconds", 1.0}};
-  EXPECT_EQ(Failing(), std::set<std::string>{});
+  Judge();
+  EXPECT_EQ(Result("cpu-cap").raw, Outcome::kError) << Result("cpu-cap").reason;
+  EXPECT_NE(Result("cpu-cap").reason.find("too busy to tell a cap from none"), std::string::npos);
   // ... unless the capped run got more than its half CPU (a cap above the requested one).
   task("cpu").task->answer.extra["usage"] = {{"cpu_seconds", 1.6}};
   EXPECT_EQ(Failing(), std::set<std::string>{"cpu-cap"});
@@ -303,6 +307,75 @@ TEST_F(SixTask, CpuJudgedOnTheThrottledTimeAndNotOnAStarvedMachine) {
   task("cpu").task->wall_seconds = 2.5;
   Judge();
   EXPECT_EQ(Result("cpu-cap").raw, Outcome::kFail);
+}
+
+// SCN-5, issue 32: the target's CPU and throttled seconds may only make the verdict stricter.
+// A runtime that applied no cap but reports the figures of one (the kernel's bound says 0.51 of
+// a CPU) still ran the work at about 1x by the harness's wall clock: the floor fails it.
+TEST_F(SixTask, ReportedCpuFiguresCannotPassAnUncappedRun) {
+  auto usage = [](double cpu, double throttled) {
+    return nlohmann::json{{"cpu_seconds", cpu}, {"throttled_seconds", throttled}};
+  };
+  for (auto& c : task("cpu").calibration) c.answer.extra["usage"] = usage(1.0, 0);
+  task("cpu").task->wall_seconds = 1.05;
+  task("cpu").task->answer.extra["usage"] = usage(0.52, 0.5);
+  EXPECT_EQ(Failing(), std::set<std::string>{"cpu-cap"});
+  EXPECT_NE(Result("cpu-cap").reason.find("1.05x the unthrottled time, under the 1.30x floor"),
+            std::string::npos)
+      << Result("cpu-cap").reason;
+  // Made-up calibration CPU seconds (the work "needed" 0.5 s, so 1.05 s looks like 2.1x) do not
+  // lift it either.
+  for (auto& c : task("cpu").calibration) c.answer.extra["usage"] = usage(0.5, 0);
+  task("cpu").task->answer.extra.erase("usage");
+  EXPECT_EQ(Failing(), std::set<std::string>{"cpu-cap"});
+  // A busy host: the unthrottled run got 0.59 of a CPU (1.03 CPU s in 1.73 s), so a faithful
+  // 500m cap shows only about 1.2x by wall clock; the kernel's figures cannot lift that into a
+  // pass: an error that says why.
+  for (auto& c : task("cpu").calibration) {
+    c.answer.extra["usage"] = usage(1.03, 0);
+    c.wall_seconds = 1.73;
+  }
+  task("cpu").task->wall_seconds = 2.1;
+  task("cpu").task->answer.extra["usage"] = usage(1.03, 0.12);
+  Judge();
+  EXPECT_EQ(Result("cpu-cap").raw, Outcome::kError) << Result("cpu-cap").reason;
+  EXPECT_NE(Result("cpu-cap").reason.find("too busy to hold the wall-clock floor"),
+            std::string::npos);
+  for (auto& c : task("cpu").calibration) c.wall_seconds = 1.0;
+  // A faithful cap that reports correct figures passes (1 CPU s, throttled 0.95 s in 2 s) ...
+  for (auto& c : task("cpu").calibration) c.answer.extra["usage"] = usage(1.0, 0);
+  task("cpu").task->wall_seconds = 2.0;
+  task("cpu").task->answer.extra["usage"] = usage(1.0, 0.95);
+  EXPECT_EQ(Failing(), std::set<std::string>{});
+  // ... and so does one that reports nothing (absent, or -1: not measured).
+  for (auto& c : task("cpu").calibration) c.answer.extra.erase("usage");
+  task("cpu").task->answer.extra["usage"] = usage(-1, -1);
+  EXPECT_EQ(Failing(), std::set<std::string>{});
+  task("cpu").task->answer.extra.erase("usage");
+  EXPECT_EQ(Failing(), std::set<std::string>{});
+}
+
+// SNAP-4, issue 32: the harness's clock measures every revert; the target's own seconds are
+// optional, and where given must lie between a fraction of the call's wall time and all of it.
+TEST_F(SixTask, RevertSecondsMustBePossible) {
+  for (auto& t : run_.tasks) {
+    t.revert->wall_seconds = 0.02;
+    t.revert->op.seconds = 0.008;
+  }
+  EXPECT_EQ(Failing(), std::set<std::string>{});  // correct figures
+  for (auto& t : run_.tasks) t.revert->op.seconds = -1;
+  EXPECT_EQ(Failing(), std::set<std::string>{});  // none reported: the harness's clock
+  EXPECT_NE(Result("revert-cost").reason.find("reports no time of its own"), std::string::npos);
+  task("cpu").revert->op.seconds = 0.000001;  // "instant": made up
+  EXPECT_EQ(Failing(), std::set<std::string>{"revert-cost"});
+  EXPECT_NE(Result("revert-cost").reason.find("less than 0.001 of the 0.020000 s"),
+            std::string::npos)
+      << Result("revert-cost").reason;
+  task("cpu").revert->op.seconds = 1.02;  // longer than the whole call
+  EXPECT_EQ(Failing(), std::set<std::string>{"revert-cost"});
+  EXPECT_NE(Result("revert-cost").reason.find("more than the 0.020000 s"), std::string::npos);
+  task("cpu").revert->op.seconds = 0.0215;  // within the clocks' slack
+  EXPECT_EQ(Failing(), std::set<std::string>{});
 }
 
 // SCN-6: a runtime that kills at its own default (512 MiB) instead of the 256 MiB asked for
@@ -430,7 +503,8 @@ TEST_F(SixTask, ExpectationsAndProfiles) {
 }
 
 TEST_F(SixTask, ShouldFailuresBlockOnlyUnderStrict) {
-  task("cpu").revert->op.seconds = -1;  // the target did not report a revert time
+  task("cpu").revert->wall_seconds = 0.02;
+  task("cpu").revert->op.seconds = 1.0;  // a revert time longer than the call: made up
   JudgeScenario(run_, info_);
   std::vector<ScenarioRun> runs = {run_};
   ApplyExpectationsAndProfile(runs, nullptr, Profile::kDefault);

@@ -142,23 +142,27 @@ Findings JudgeAnswer(const ExecAnswer& a, double wall_seconds, const json& e) {
     }
   }
   if (e.contains("figure") && e["figure"].is_object()) {
-    // The target's own evidence first (its usage report, read from the cgroup), the command's
-    // own count only where the target reports none.
+    // The harness's evidence decides: the command's own count (a JSON figure or its last
+    // progress line). The target's usage report (its cgroup's figure) may only make the verdict
+    // stricter, never pass one the command's count fails (issue 32, RES-4): a peak is judged
+    // against the upper bound as max(reported, measured); the lower bound is the measured
+    // figure's alone (a higher reported peak must not lift a count that stayed low). Only a
+    // figure that names no command count is judged on the report alone.
     const json& fig = e["figure"];
     std::string usage = fig["usage"], ptr = fig["json"], what = fig["what"];
     std::string last = fig.value("last_match", "");
-    std::optional<double> value;
+    std::optional<double> measured, reported;
     std::string source;
     if (!usage.empty() && a.extra.contains("usage") && a.extra["usage"].is_object() &&
         a.extra["usage"].contains(usage) && a.extra["usage"][usage].is_number() &&
         a.extra["usage"][usage].get<double>() >= 0) {
-      value = a.extra["usage"][usage].get<double>();
-      source = fmt::format("the target's usage report ({})", usage);
-    } else if (!ptr.empty()) {
+      reported = a.extra["usage"][usage].get<double>();
+    }
+    if (!ptr.empty()) {
       auto doc = FirstJsonLine(a.stdout_text);
       json::json_pointer jp(ptr);
       if (doc && doc->contains(jp) && (*doc)[jp].is_number()) {
-        value = (*doc)[jp].get<double>();
+        measured = (*doc)[jp].get<double>();
         source = fmt::format("the command's own count ({})", ptr);
       }
     } else if (!last.empty()) {
@@ -174,27 +178,48 @@ Findings JudgeAnswer(const ExecAnswer& a, double wall_seconds, const json& e) {
         if (!g.empty() && end && *end == '\0') seen = d;
       }
       if (seen) {
-        value = seen;
+        measured = seen;
         source = fmt::format("the command's last progress line (/{}/)", last);
       }
     }
+    const bool counts = !ptr.empty() || !last.empty();
     std::string bounds =
         fmt::format("{}{}{}", fig.contains("min") ? fmt::format(">= {}", fig["min"].dump()) : "",
                     fig.contains("min") && fig.contains("max") ? " and " : "",
                     fig.contains("max") ? fmt::format("<= {}", fig["max"].dump()) : "");
-    if (!value) {
-      f.failed.push_back(
-          fmt::format("no {} to judge: the target reports no usage.{} and stdout holds no {}", what,
-                      usage.empty() ? "?" : usage,
-                      !ptr.empty()    ? ptr
-                      : !last.empty() ? fmt::format("line matching /{}/", last)
-                                      : "?"));
+    if (counts && !measured) {
+      f.failed.push_back(fmt::format(
+          "no {} to judge: stdout holds no {}{}", what,
+          !ptr.empty() ? ptr : fmt::format("line matching /{}/", last),
+          reported ? fmt::format(" (the target's usage.{} of {:g} alone cannot pass it)", usage,
+                                 *reported)
+                   : ""));
+    } else if (!counts && !reported) {
+      f.failed.push_back(fmt::format("no {} to judge: the target reports no usage.{}", what,
+                                     usage.empty() ? "?" : usage));
     } else {
-      bool ok = (!fig.contains("min") || *value >= fig["min"].get<double>()) &&
-                (!fig.contains("max") || *value <= fig["max"].get<double>());
-      (ok ? f.held : f.failed)
-          .push_back(fmt::format("{} {:g} from {}{}", what, *value, source,
-                                 ok ? "" : ", expected " + bounds));
+      // Lower bound: the command's count (the report where the figure names no count).
+      // Upper bound: the larger of the two.
+      double low = counts ? *measured : *reported;
+      double high = reported ? std::max(low, *reported) : low;
+      std::vector<std::string> off;
+      if (fig.contains("min") && low < fig["min"].get<double>())
+        off.push_back(fmt::format("expected >= {}", fig["min"].dump()));
+      if (fig.contains("max") && high > fig["max"].get<double>()) {
+        off.push_back(fmt::format(
+            "expected <= {}{}", fig["max"].dump(),
+            reported && *reported > low && counts
+                ? fmt::format(" (the target's usage.{} of {:g} is the larger)", usage, *reported)
+                : ""));
+      }
+      std::string what_got =
+          counts ? fmt::format("{} {:g} from {}{}", what, low, source,
+                               reported ? fmt::format(", the target's usage.{}: {:g}", usage,
+                                                      *reported)
+                                        : "")
+                 : fmt::format("{} {:g} from the target's usage report ({})", what, low, usage);
+      (off.empty() ? f.held : f.failed)
+          .push_back(off.empty() ? what_got : fmt::format("{}, {}", what_got, Join(off, ", ")));
     }
   }
   double max_s = e["max_seconds"];
@@ -224,6 +249,11 @@ const json* AnswerPath(const json& extra, const std::string& path) {
 }
 
 }  // namespace
+
+// What the stages of one call may add up to (and one stage may take), against the call's
+// harness-timed wall seconds: all of it, plus 5 % and 20 ms for the two clocks (the target's
+// and the harness's) and their granularity. Stated in docs/sandcheck.md.
+double StageBudget(double call_wall_seconds) { return call_wall_seconds * 1.05 + 0.02; }
 
 Verdict Expect(TaskRecord& t, const json& p) {
   Verdict v;
@@ -269,13 +299,41 @@ Verdict Expect(TaskRecord& t, const json& p) {
       f.failed.push_back(
           fmt::format("the answer reports '{}' as {} (not measured)", key, got->dump()));
     } else if (got->is_number() && key.rfind("stages.", 0) == 0 &&
-               got->get<double>() > t.task->wall_seconds + 0.1) {
+               got->get<double>() > StageBudget(t.task->wall_seconds)) {
       // A stage of the call cannot take longer than the whole call took by the harness's
       // clock (a figure in milliseconds, or a made-up one, does).
       f.failed.push_back(
           fmt::format("the answer reports '{}' as {:g} s, longer than the whole "
                       "call ({:.3f} s by the harness's clock)",
                       key, got->get<double>(), t.task->wall_seconds));
+    }
+  }
+  // LC-1: the stages are parts of the call, one after the other: together they cannot take
+  // longer than the whole call by the harness's clock (within StageBudget's margin for two
+  // clocks). Stages padded, or timed from the start of the call, add up to more (issue 32).
+  const auto has_keys = p["answer_has"].get<std::vector<std::string>>();
+  if (std::any_of(has_keys.begin(), has_keys.end(),
+                  [](const std::string& k) { return k.rfind("stages.", 0) == 0; }) &&
+      a.extra.contains("stages") && a.extra["stages"].is_object()) {
+    double sum = 0;
+    int n = 0;
+    for (const auto& [k, st] : a.extra["stages"].items()) {
+      if (st.is_number() && st.get<double>() >= 0) {
+        sum += st.get<double>();
+        ++n;
+      }
+    }
+    const double budget = StageBudget(t.task->wall_seconds);
+    v.evidence["stages_sum_seconds"] = sum;
+    v.evidence["stages_budget_seconds"] = budget;
+    if (sum > budget) {
+      f.failed.push_back(fmt::format(
+          "the {} stages the answer reports add up to {:.3f} s, more than the whole call took "
+          "({:.3f} s by the harness's clock; allowed: {:.3f} s)",
+          n, sum, t.task->wall_seconds, budget));
+    } else if (n > 0) {
+      f.held.push_back(fmt::format("the {} stages add up to {:.3f} s, within the call's {:.3f} s",
+                                   n, sum, t.task->wall_seconds));
     }
   }
   // Figures the answer reports that must be at least this much: a stage of a command that

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "checks/checks.h"
+#include "checks/verdict.h"
 #include "host/host_scan.h"
 #include "scenario/catalog.h"
 #include "scenario/coverage_notes.h"
@@ -223,30 +224,98 @@ TEST_F(ExpectJudge, AnyOfPassesWhenOneAlternativeHolds) {
   EXPECT_NE(r.second.find("/peak_procs is 400"), std::string::npos);
 }
 
-// RES-4: the figure comes from the target's own usage report (its cgroup) where it gives one,
-// else from the command's own count; either can fail the check.
-TEST_F(ExpectJudge, FigurePrefersTheTargetsUsageReport) {
+// RES-4, issue 32: the figure is the command's own count; the target's usage report may only
+// make the verdict stricter (max(reported, measured) against the upper bound), never pass one
+// the command's count fails.
+TEST_F(ExpectJudge, FigureIsTheCommandsCountAndTheReportOnlyMakesItStricter) {
   json p = {{"figure", {{"usage", "pids_peak"}, {"json", "/peak_procs"}, {"max", 128}}}};
-  ExecAnswer held = Out("{\"peak_procs\":150}");  // the command's count overshoots ...
-  held.extra["usage"] = {{"pids_peak", 64}};      // ... the cgroup held at 64
-  auto r = Judge(p, held);
-  EXPECT_EQ(r.first, "pass") << r.second;
-  EXPECT_NE(r.second.find("usage report"), std::string::npos);
+  // A limit twice too loose whose report was rewritten to look in range: the bomb's own count
+  // decides.
+  ExecAnswer low_report = Out("{\"peak_procs\":250}");
+  low_report.extra["usage"] = {{"pids_peak", 120}};
+  auto lr = Judge(p, low_report);
+  EXPECT_EQ(lr.first, "fail") << lr.second;
+  EXPECT_NE(lr.second.find("250"), std::string::npos) << lr.second;
+  // The report above the limit fails a count that looks fine (stricter: the larger one).
   ExecAnswer over = Out("{\"peak_procs\":100}");
-  over.extra["usage"] = {{"pids_peak", 256}};  // a pids limit above the one asked for
-  EXPECT_EQ(Judge(p, over).first, "fail");
-  // No usage (or -1: not known): the command's own count decides.
+  over.extra["usage"] = {{"pids_peak", 256}};
+  auto ov = Judge(p, over);
+  EXPECT_EQ(ov.first, "fail");
+  EXPECT_NE(ov.second.find("usage.pids_peak of 256 is the larger"), std::string::npos) << ov.second;
+  // A faithful runtime that reports correct figures passes ...
+  ExecAnswer both = Out("{\"peak_procs\":124}");
+  both.extra["usage"] = {{"pids_peak", 128}};
+  auto b = Judge(p, both);
+  EXPECT_EQ(b.first, "pass") << b.second;
+  EXPECT_NE(b.second.find("the target's usage.pids_peak: 128"), std::string::npos) << b.second;
+  // ... and so does one that reports nothing (absent, or -1: not measured): the count decides.
   EXPECT_EQ(Judge(p, Out("{\"peak_procs\":128}")).first, "pass");
-  ExecAnswer unknown = Out("{\"peak_procs\":400}");
+  ExecAnswer unknown = Out("{\"peak_procs\":120}");
   unknown.extra["usage"] = {{"pids_peak", -1}};
-  EXPECT_EQ(Judge(p, unknown).first, "fail");
-  auto none = Judge(p, Out("no json"));
+  EXPECT_EQ(Judge(p, unknown).first, "pass");
+  unknown.extra["usage"] = {{"pids_peak", -1}};
+  EXPECT_EQ(Judge(p, Out("{\"peak_procs\":400}")).first, "fail");
+  // No count from the command: the report alone cannot pass it.
+  ExecAnswer only_report = Out("no json");
+  only_report.extra["usage"] = {{"pids_peak", 64}};
+  auto none = Judge(p, only_report);
   EXPECT_EQ(none.first, "fail");
-  EXPECT_NE(none.second.find("no pids_peak to judge"), std::string::npos);
+  EXPECT_NE(none.second.find("no pids_peak to judge"), std::string::npos)
+      << none.second;
+  EXPECT_NE(none.second.find("alone cannot pass it"), std::string::npos) << none.second;
+  // The lower bound is the command's count's: a high report does not lift a count that
+  // stayed low (a limit half the one asked for).
+  json q = {{"figure", {{"usage", "pids_peak"}, {"json", "/peak_procs"}, {"min", 96}, {"max", 128}}}};
+  ExecAnswer halved = Out("{\"peak_procs\":60}");
+  halved.extra["usage"] = {{"pids_peak", 120}};
+  auto h = Judge(q, halved);
+  EXPECT_EQ(h.first, "fail") << h.second;
+  EXPECT_NE(h.second.find("expected >= 96"), std::string::npos) << h.second;
+  // A figure that names no command count is judged on the report.
+  json r = {{"figure", {{"usage", "pids_peak"}, {"max", 128}}}};
+  ExecAnswer rep = Out("");
+  rep.extra["usage"] = {{"pids_peak", 100}};
+  EXPECT_EQ(Judge(r, rep).first, "pass");
+  auto nothing = Judge(r, Out(""));
+  EXPECT_EQ(nothing.first, "fail");
+  EXPECT_NE(nothing.second.find("reports no usage.pids_peak"), std::string::npos);
   EXPECT_NE(LoadError({{"figure", {{"usage", "pids_peak"}}}}).find("min and/or max"),
             std::string::npos);
   EXPECT_NE(LoadError({{"figure", {{"max", 1}}}}).find("usage, json and/or last_match"),
             std::string::npos);
+}
+
+// RES-4, issue 32: a sandbox ended as resource_exceeded counts as "the pids limit bit" only
+// with the bomb's own evidence (the limits scenario's fork-bomb check, as written there).
+TEST_F(ExpectJudge, ForkBombEndedNeedsPidsEvidence) {
+  json p = {{"any_of",
+             {{{"status", "resource_exceeded"},
+               {"figure",
+                {{"usage", "pids_peak"},
+                 {"last_match", "first fork refused at peak (\\d+)"},
+                 {"min", 64},
+                 {"max", 128}}}},
+              {{"status", "ok"},
+               {"json", {{"/fork_failures", {{"min", 1}}}}},
+               {"figure",
+                {{"usage", "pids_peak"}, {"json", "/peak_procs"}, {"min", 96}, {"max", 128}}}}}}};
+  // Ended for another reason, with nothing to show: fail.
+  auto ended = Judge(p, Out("", "", -1, "resource_exceeded"));
+  EXPECT_EQ(ended.first, "fail") << ended.second;
+  // Ended right after the limit bit: the bomb's line says so.
+  auto bit = Judge(p, Out("sbx-forkbomb: first fork refused at peak 117\n", "", -1,
+                          "resource_exceeded"));
+  EXPECT_EQ(bit.first, "pass") << bit.second;
+  // Ended after a refusal far below the limit (a lower limit, or another cause).
+  EXPECT_EQ(Judge(p, Out("sbx-forkbomb: first fork refused at peak 20\n", "", -1,
+                         "resource_exceeded"))
+                .first,
+            "fail");
+  // Held: refused forks and a peak near the limit.
+  EXPECT_EQ(Judge(p, Out("sbx-forkbomb: first fork refused at peak 120\n"
+                         "{\"peak_procs\":125,\"fork_failures\":900}\n"))
+                .first,
+            "pass");
 }
 
 TEST_F(ExpectJudge, FigureFromTheLastProgressLine) {
@@ -263,12 +332,12 @@ TEST_F(ExpectJudge, FigureFromTheLastProgressLine) {
   auto none = Judge(p, Out("wrote 0 MiB\n"));
   EXPECT_EQ(none.first, "fail");
   EXPECT_NE(none.second.find("line matching"), std::string::npos);
-  // The target's usage report still comes first where the figure names one.
+  // The target's usage report cannot pass what the progress line fails (issue 32).
   json q = {{"figure",
              {{"usage", "disk_peak_bytes"}, {"last_match", "progress (\\d+) MiB"}, {"max", 34}}}};
   ExecAnswer reported = Out("progress 60 MiB\n");
   reported.extra["usage"] = {{"disk_peak_bytes", 30}};
-  EXPECT_EQ(Judge(q, reported).first, "pass");
+  EXPECT_EQ(Judge(q, reported).first, "fail");
   EXPECT_NE(LoadError({{"figure", {{"last_match", "progress \\d+"}, {"max", 1}}}})
                 .find("exactly one group"),
             std::string::npos);
@@ -447,6 +516,40 @@ TEST_F(ExpectJudge, AnswerMinCatchesMadeUpFigures) {
   EXPECT_NE(Judge(p, a).second.find("no number at 'stages.execute'"), std::string::npos);
   EXPECT_NE(LoadError({{"answer_min", {{"stages.execute", "fast"}}}}).find("expected a number"),
             std::string::npos);
+}
+
+// LC-1, issue 32: the stages are parts of the call: together they take no longer than the whole
+// call by the harness's clock (StageBudget: + 5 % + 20 ms), and none alone does either.
+TEST_F(ExpectJudge, StagesSumToNoMoreThanTheCall) {
+  json p = {{"answer_has", {"stages.inject_context", "stages.execute", "stages.collect"}}};
+  // The call took 0.5 s by the harness's clock (the fixture's wall time).
+  ExecAnswer a = Out("");
+  a.extra["stages"] = {{"inject_context", 0.001}, {"execute", 0.31}, {"collect", 0.002}};
+  auto ok = Judge(p, a);
+  EXPECT_EQ(ok.first, "pass") << ok.second;
+  EXPECT_NE(ok.second.find("add up to 0.313 s"), std::string::npos) << ok.second;
+  // Each stage 0.1 s longer than it took: none alone is longer than the call, the sum is.
+  ExecAnswer padded = Out("");
+  padded.extra["stages"] = {{"inject_context", 0.101}, {"execute", 0.41}, {"collect", 0.102}};
+  auto pd = Judge(p, padded);
+  EXPECT_EQ(pd.first, "fail") << pd.second;
+  EXPECT_NE(pd.second.find("add up to 0.613 s, more than the whole call took"), std::string::npos)
+      << pd.second;
+  // Stages timed from the start of the call (timestamps, not durations): the same.
+  ExecAnswer cumulative = Out("");
+  cumulative.extra["stages"] = {{"inject_context", 0.01}, {"execute", 0.32}, {"collect", 0.33}};
+  EXPECT_EQ(Judge(p, cumulative).first, "fail");
+  // Exactly the call, within the stated margin for two clocks: pass.
+  ExecAnswer whole = Out("");
+  whole.extra["stages"] = {{"inject_context", 0.01}, {"execute", 0.5}, {"collect", 0.01}};
+  EXPECT_EQ(Judge(p, whole).first, "pass");
+  // One stage longer than the call (+ the margin) fails alone.
+  ExecAnswer one = Out("");
+  one.extra["stages"] = {{"inject_context", 0.0}, {"execute", 0.55}, {"collect", 0.0}};
+  auto o = Judge(p, one);
+  EXPECT_EQ(o.first, "fail");
+  EXPECT_NE(o.second.find("longer than the whole call"), std::string::npos) << o.second;
+  EXPECT_DOUBLE_EQ(sandcheck::eval::StageBudget(1.0), 1.07);
 }
 
 TEST(HostScan, MatchesWholeWordsOnly) {

@@ -112,15 +112,18 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
   if (calib_cpu && best > 0) calib_share = *calib_cpu / best;
   const double cap_cpus = static_cast<double>(millicores) / 1000.0;
   if (calib_share) v.evidence["unthrottled_host_share"] = *calib_share;
-  const bool starved = millicores > 0 && throttled && thr <= 0 && calib_share &&
+  // Without the kernel's throttled time the same holds: where the unthrottled run got no more
+  // than the cap, only the target's CPU seconds could tell a cap from none, and those may only
+  // make a verdict stricter (issue 32): error, not a pass.
+  const bool starved = millicores > 0 && (!throttled || thr <= 0) && calib_share &&
                        *calib_share < cap_cpus * 1.1;
   const bool kernel_judges =
       throttled && throttled_cpu && millicores > 0 && one_timeline && !starved;
   if (starved) {
     story += fmt::format(
-        "; throttled 0 s, and the machine gave even the unthrottled run only {:.2f} of a CPU "
+        "; {}, and the machine gave even the unthrottled run only {:.2f} of a CPU "
         "(the cap: {:.2f}): too busy to tell a cap from none",
-        *calib_share, cap_cpus);
+        throttled ? "throttled 0 s" : "no throttled time reported", *calib_share, cap_cpus);
   } else if (kernel_judges) {
     double bound =
         *throttled_cpu + thr > 0 ? *throttled_cpu / (*throttled_cpu + thr) : 0;
@@ -145,6 +148,36 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
     double low = vs_cpu ? std::max(ratio, *vs_cpu) : ratio;
     if (low < min_ratio) bad.push_back(fmt::format("a hard cap needs >= {:.2f}x", min_ratio));
   }
+  // The target's figures may only make the verdict stricter, never pass what the harness's own
+  // clock fails (SCN-5: measured by wall clock, issue 32): whatever the usage report says (the
+  // kernel's throttled time above, or CPU seconds that make the calibration look cheap), the
+  // harness's wall-clock ratio keeps a floor halfway between no cap at all (1x) and the band's
+  // lower end. A runtime reporting the figures of a cap it did not apply ran at about 1x. The
+  // floor is below the band so that a busy host (both runs slowed) does not fail a faithful cap
+  // the kernel's figures prove; a host too busy for that is "starved" above, not judged.
+  const double wall_floor = 1.0 + (min_ratio - 1.0) / 2.0;
+  v.evidence["wall_floor_ratio"] = wall_floor;
+  bool too_busy = false;
+  if (!starved && millicores > 0 && ratio < wall_floor) {
+    // A faithful cap runs the work at no more than the cap, so its ratio is at least the
+    // unthrottled run's CPU share / the cap. Where the machine gave the unthrottled run too
+    // little for that to reach the floor (a neighbour's build), the wall clock cannot judge:
+    // error with the reason, never a pass (the share is the target's figure, so it may excuse
+    // a verdict into "cannot judge", not into a pass).
+    if (calib_share && *calib_share < cap_cpus * wall_floor * 1.05) {
+      too_busy = true;
+      story += fmt::format(
+          "; by the harness's wall clock {:.2f}x, under the {:.2f}x floor, but the unthrottled "
+          "run got only {:.2f} of a CPU, so a faithful {:.2f} CPU cap shows only about {:.2f}x: "
+          "too busy to hold the wall-clock floor",
+          ratio, wall_floor, *calib_share, cap_cpus, *calib_share / cap_cpus);
+    } else {
+      bad.push_back(fmt::format(
+          "by the harness's wall clock the work ran at {:.2f}x the unthrottled time, under the "
+          "{:.2f}x floor that holds whatever the target reports (no cap bit the work)",
+          ratio, wall_floor));
+    }
+  }
   // ... at the requested quota, not a lower one: the exact measure where there is one (the
   // throttled-time bound above replaces it where the target reports one).
   double high = vs_cpu ? *vs_cpu : ratio;
@@ -165,7 +198,7 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
   if (!bad.empty()) {
     return {Outcome::kFail, fmt::format("{}; {}", story, Join(bad, "; ")), v.evidence};
   }
-  if (starved) return {Outcome::kError, story, v.evidence};
+  if (starved || too_busy) return {Outcome::kError, story, v.evidence};
   return {Outcome::kPass, story, v.evidence};
 }
 

@@ -50,4 +50,11 @@ Verdict Expect(TaskRecord& t, const nlohmann::json& p);
 Verdict CleanAfterRevert(ScenarioRun& run, const nlohmann::json& p);
 Verdict RevertMeasured(ScenarioRun& run);
 
+// LC-1: what the stages of a call may add up to, given the call's harness-timed wall seconds.
+double StageBudget(double call_wall_seconds);
+// SNAP-4: the least a revert's reported seconds may be, as a fraction of the harness's wall
+// time of the revert call (the most is all of it, plus kRevertClockSlack for the two clocks).
+inline constexpr double kRevertMinFraction = 0.001;
+inline constexpr double kRevertClockSlack = 0.002;
+
 }  // namespace sandcheck::eval
