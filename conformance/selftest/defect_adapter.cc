@@ -172,10 +172,6 @@ const std::map<std::string, std::string>& Defects() {
       {"stages-padded",
        "every stage of the exec answer is reported 0.1 s longer than it took: the stages add up "
        "to more than the whole call (LC-1)"},
-      {"pids-watchdog-ends-sandbox",
-       "no pids limit; a watchdog ends the sandbox as resource_exceeded once a command's tree "
-       "passes 100 processes, so no fork is ever refused: the sandbox ended, the pids limit "
-       "never bit (RES-4)"},
       {"revert-seconds-fake",
        "revert reports made-up seconds: 0.000001 s, and 1 s more than the call took, in turn "
        "(SNAP-4)"},
@@ -560,7 +556,6 @@ int main(int argc, char** argv) {
                                                                           : json::object();
     if (has("pids-limit-doubled-reports-low-peak")) scale("pids", 2.0);
     if (has("fake-cpu-usage")) limits.erase("cpu_millicores");
-    if (has("pids-watchdog-ends-sandbox")) limits.erase("pids");
     if (has("disk-limit-doubled")) scale("disk_bytes", 2.0);
     if (has("disk-limit-halved")) scale("disk_bytes", 0.5);
     if (has("leaks-host-env")) {
@@ -687,26 +682,6 @@ int main(int argc, char** argv) {
       dropped.stderr_text = "defect: dropped";
       std::cout << ExecJson(dropped).dump() << "\n";
       return 0;
-    }
-    if (has("pids-watchdog-ends-sandbox") && st.contains("asked_pids")) {
-      // The watchdog: a fork bomb's tree grows to 100 processes (its own cap stands in for the
-      // moment the watchdog fires; no limit refuses a fork before it), then the sandbox is
-      // ended and the answer says resource_exceeded. A killed bomb prints nothing.
-      static const std::regex bomb(R"(^sbx-forkbomb -n ([0-9]+) -t ([0-9]+)$)");
-      std::smatch m;
-      if (std::regex_match(cmd, m, bomb) && std::stol(m[1].str()) > 100) {
-        ExecAnswer ran = Must(rt.Exec(id, "sbx-forkbomb -n 100 -t " + m[2].str(), timeout),
-                              "exec (pids watchdog)");
-        ExecAnswer ended;
-        ended.status = "resource_exceeded";
-        ended.state = "CRASHED";
-        ended.stderr_text = "sandbox ended: too many processes\n";
-        ended.seconds = ran.seconds;
-        st["crashed"] = true;
-        state.Save(outer, st);
-        std::cout << ExecJson(ended).dump() << "\n";
-        return 0;
-      }
     }
     if (cmd.rfind("sbx-canary plant ", 0) == 0) st["plant"] = cmd;
     const auto exec_t0 = std::chrono::steady_clock::now();

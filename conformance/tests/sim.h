@@ -34,7 +34,8 @@
 //                           as ok / the space not given back by revert
 //   no-pids-limit, pids-breach-crashes   RES-4: no pids.max / a breach ends the sandbox (legal)
 //   bomb-ended-no-pids      RES-4: no pids.max; a fork bomb ends the sandbox as
-//                           resource_exceeded for another reason, with no refused fork (issue 32)
+//                           resource_exceeded for another reason, with no refused fork (issue 32:
+//                           NOT caught yet — an ended sandbox passes on its status; docs/selftest.md)
 //   no-fd-limit             RLIMIT_NOFILE not applied (RES-6)
 //   fd-soft-only            only the soft RLIMIT_NOFILE is the limit; the hard one stays high,
 //                           so the command may raise its own (RES-6)

@@ -1,6 +1,7 @@
 """Where a checkout may live (issue 38, docs/testing.md "Where a checkout may live"): anywhere, but
 on a writable mount that allows exec. A checkout on a read-only or noexec mount stops at once with
 the reason and exit 3 (ci/lib.sh, sbx_check_location), not half-way through the build."""
+import os
 import pathlib
 import shutil
 import tempfile
@@ -10,10 +11,15 @@ from conftest import ROOT, run
 CHECK = 'source ci/lib.sh && sbx_check_location && echo location-ok'
 
 
+# The checkout's own build directory: ci/test runs pytest with SBX_BUILD set (to its build), and a
+# check of that would find it writable and executable whatever the checkout under test is on.
+ENV = {k: v for k, v in os.environ.items() if k != "SBX_BUILD"}
+
+
 def _in_private_mount(setup, checkout):
     # A mount namespace of its own: the noexec or read-only mount never reaches the host's.
     return run(["unshare", "--mount", "--propagation", "private", "bash", "-c",
-                f"{setup} && cd '{checkout}' && {CHECK}"], timeout=60)
+                f"{setup} && cd '{checkout}' && {CHECK}"], timeout=60, env=ENV)
 
 
 def _checkout_copy(dest):
@@ -54,7 +60,7 @@ def test_a_checkout_under_tmp_with_a_space_passes_the_check(root_only):
     base = pathlib.Path(tempfile.mkdtemp(prefix="sbx loc ", dir="/tmp"))
     try:
         _checkout_copy(base / "p")
-        r = run(["bash", "-c", CHECK], timeout=60, cwd=str(base / "p"))
+        r = run(["bash", "-c", CHECK], timeout=60, cwd=str(base / "p"), env=ENV)
         assert r.returncode == 0 and "location-ok" in r.stdout, (r.stdout, r.stderr)
     finally:
         shutil.rmtree(base)

@@ -59,7 +59,6 @@ BROKEN = {
     "disk-not-reclaimed": {"limits/disk-quota", "limits/disk-quota-tmp"},    # the follow-up
     "no-pids-limit": {"limits/fork-bomb-contained"},                                     # RES-4
     "pids-breach-crashes": set(),              # ending the sandbox as resource_exceeded is fine
-    "bomb-ended-no-pids": {"limits/fork-bomb-contained"},  # RES-4: ended, but no fork refused
     "no-fd-limit": {"limits/file-descriptors"},                                          # RES-6
     "fd-soft-only": {"limits/file-descriptors"},                # RES-6: it could raise its own
     "timeout-no-term": {"limits/timeout"},                                               # RES-5
