@@ -117,6 +117,10 @@ const std::map<std::string, std::string>& Defects() {
       {"ports-ignored",
        "the gateway allows a listed host on any port: a request to HOST:PORT reaches the listed "
        "host's service (EGR-1)"},
+      {"egress-beyond-http-open",
+       "only HTTP to a listed host and the sandbox's own resolver go through the gateway: every "
+       "other connection and datagram (other tcp ports, udp, TLS on 443, IPv6, a query to an "
+       "explicit resolver) leaves by the host's own network (EGR-1, SNAP-5)"},
       {"host-header-ignored",
        "the gateway lets a connection to a listed host through whatever its Host header names: "
        "the header is not looked at (EGR-1, EGR-3)"},
@@ -401,11 +405,12 @@ T Must(sbx::StatusOr<T> v, const char* op) {
   return std::move(*v);
 }
 
-// privileged, shared-pid-namespace: runs `cmd` from the host in (some of) the namespaces of a
-// process the sandbox leaves running for it. privileged: `nsenter FLAGS` as root. hidepid: this
-// binary's --enter-hidepid (EnterHidepid below), as the sandbox's own user.
+// privileged, shared-pid-namespace, egress-beyond-http-open: runs `cmd` from the host in (some
+// of) the namespaces of a process the sandbox leaves running for it. privileged: `nsenter FLAGS`
+// as root; as_user: as the sandbox's own user. hidepid: this binary's --enter-hidepid
+// (EnterHidepid below), as the sandbox's own user.
 ExecAnswer ExecEntered(Target& rt, const std::string& id, const std::string& cmd, double timeout,
-                       const std::vector<std::string>& flags, bool hidepid) {
+                       std::vector<std::string> flags, bool hidepid, bool as_user = false) {
   std::random_device rd;
   std::string n = fmt::format("86400{:06}", rd() % 1000000);
   ExecAnswer started =
@@ -414,6 +419,10 @@ ExecAnswer ExecEntered(Target& rt, const std::string& id, const std::string& cmd
   if (started.status != "ok") Die(1, "internal", "a process to enter: " + started.stderr_text);
   pid_t pid = FindHostPid(std::string("sleep\0", 6) + n + std::string("\0", 1), 10);
   if (pid <= 0) Die(1, "internal", "the sandbox's process to enter was not found");
+  if (as_user) {
+    auto [uid, gid] = IdsOf(pid);
+    flags.insert(flags.end(), {"-S", std::to_string(uid), "-G", std::to_string(gid)});
+  }
   sandcheck::SubprocessOptions o;
   if (hidepid) {
     char self[4096];
@@ -673,6 +682,13 @@ int main(int argc, char** argv) {
       std::cout << ExecJson(ExecEntered(rt, id, cmd, timeout, flags, has("shared-pid-namespace")))
                        .dump()
                 << "\n";
+      return 0;
+    }
+    if (has("egress-beyond-http-open") && cmd.find("--connect ") != std::string::npos) {
+      // Everything but HTTP to a listed host leaves by the host's own network: the command runs
+      // in every namespace of the sandbox but its network namespace, as the sandbox's user.
+      std::vector<std::string> flags = {"-m", "-u", "-i", "-p", "-r", "-w"};
+      std::cout << ExecJson(ExecEntered(rt, id, cmd, timeout, flags, false, true)).dump() << "\n";
       return 0;
     }
     if (has("drops-under-load") && state.Tick("drops") % 5 == 0) {

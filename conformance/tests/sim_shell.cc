@@ -270,10 +270,46 @@ json TheseNamespaces() {
   return out;
 }
 
+// sbx-probe --connect KIND:ADDR:PORT[:NAME] from a sandbox with the host's network
+// (no-isolation): a real connection (tcp, tls) or datagram (udp, dns) from this process, so that
+// whatever listens there records it.
+std::string SimConnect(const std::string& target) {
+  static const std::regex re(R"((tcp|udp|dns|tls):\[?([0-9a-fA-F.:]+?)\]?:([0-9]+)(:.*)?)");
+  std::smatch m;
+  if (!std::regex_match(target, m, re)) return "EINVAL";
+  const bool stream = m[1] == "tcp" || m[1] == "tls";
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  auto* in4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  const auto port = htons(static_cast<uint16_t>(std::stoi(m[3])));
+  if (inet_pton(AF_INET, m[2].str().c_str(), &in4->sin_addr) == 1) {
+    in4->sin_family = AF_INET, in4->sin_port = port, len = sizeof *in4;
+  } else if (inet_pton(AF_INET6, m[2].str().c_str(), &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6, in6->sin6_port = port, len = sizeof *in6;
+  } else {
+    return "EINVAL";
+  }
+  int fd = ::socket(ss.ss_family, stream ? SOCK_STREAM : SOCK_DGRAM, 0);
+  if (fd < 0) return "EAFNOSUPPORT";
+  std::string result = "ECONNREFUSED";
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0) {
+    result = stream ? "connected" : ::send(fd, "sim", 3, 0) == 3 ? "sent" : "ECONNREFUSED";
+  }
+  ::close(fd);
+  return result;
+}
+
 std::string ProbeJson(Sandbox& sb, const std::vector<std::string>& w) {
-  std::vector<std::string> reads, writes = {"/", "/usr", "/etc", "/tmp", "/work"}, signals;
-  for (size_t i = 1; i + 1 < w.size(); i += 2)
-    (w[i] == "--read" ? reads : w[i] == "--signal" ? signals : writes).push_back(w[i + 1]);
+  std::vector<std::string> reads, writes = {"/", "/usr", "/etc", "/tmp", "/work"}, signals,
+                                  connects;
+  for (size_t i = 1; i + 1 < w.size(); i += 2) {
+    (w[i] == "--read"      ? reads
+     : w[i] == "--signal"  ? signals
+     : w[i] == "--connect" ? connects
+                           : writes)
+        .push_back(w[i + 1]);
+  }
   bool host = Has(sb, "no-isolation");
   const bool host_pids = host || Has(sb, "host-pid-ns");
   json j = {{"uid", host ? 0 : 1000},       {"gid", host ? 0 : 1000},
@@ -303,6 +339,12 @@ std::string ProbeJson(Sandbox& sb, const std::vector<std::string>& w) {
     json sig = json::object();
     for (const auto& pid : signals) sig[pid] = host ? "ok" : host_pids ? "EPERM" : "ESRCH";
     j["signal"] = sig;
+  }
+  if (!connects.empty()) {
+    // A sandbox of its own has a loopback of its own: the harness's sink is not there.
+    json c = json::object();
+    for (const auto& t : connects) c[t] = host ? SimConnect(t) : "ECONNREFUSED";
+    j["connect"] = c;
   }
   json readable = json::object(), writable = json::object(), errors = json::object();
   for (const auto& path : reads) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <regex>
 #include <sstream>
@@ -252,6 +253,15 @@ HogProgress ParseHogProgress(const std::string& out) {
 std::string TailOf(const std::string& s, size_t n) {
   if (s.size() <= n) return s;
   return "..." + s.substr(s.size() - n);
+}
+
+std::string MirrorLogHost(const std::string& line) {
+  size_t at = line.rfind(" host=");
+  if (at == std::string::npos) return "";
+  std::string h = line.substr(at + 6);
+  if (size_t colon = h.find(':'); colon != std::string::npos) h.erase(colon);
+  std::transform(h.begin(), h.end(), h.begin(), [](unsigned char c) { return std::tolower(c); });
+  return h;
 }
 
 }  // namespace sandcheck

@@ -47,6 +47,10 @@ struct NetEvidence {
 
 NetEvidence ClassifyNetwork(const std::string& stdout_text, const std::string& stderr_text);
 
+// The host a line of the mirror fixture's request log names ("GET /x host=NAME[:PORT]"),
+// lower-cased, without the port; "" if the line names none.
+std::string MirrorLogHost(const std::string& line);
+
 const char* WgetOutcomeName(WgetOutcome w);
 const char* LookupOutcomeName(LookupOutcome l);
 

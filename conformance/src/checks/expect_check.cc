@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 #include <regex>
+#include <sstream>
 
 #include "checks/checks.h"
 #include "checks/evidence.h"
@@ -248,6 +249,80 @@ const json* AnswerPath(const json& extra, const std::string& path) {
   return cur;
 }
 
+// EGR-1 from what the harness itself recorded, never from what the command printed: nothing may
+// have reached the egress sink (sink_untouched) or the mirror (mirror_untouched, or a request for
+// one of mirror_not_for) while the task ran. The probe's own report only shows that it tried
+// every way out it was given.
+void JudgeEgressEvidence(const TaskRecord& t, const json& p, Findings& f, Verdict& v) {
+  if (p["sink_untouched"].is_object()) {
+    std::vector<std::string> targets;
+    std::istringstream in(p["sink_untouched"]["probe_args"].get<std::string>());
+    for (std::string word; in >> word;) {
+      if (word != "--connect") targets.push_back(word);
+    }
+    if (!t.sink_log) {
+      f.failed.push_back("the run has no egress sink to judge by (cannot judge; never a pass)");
+    } else if (!t.sink_log->empty()) {
+      v.evidence["sink_log"] = *t.sink_log;
+      f.failed.push_back(fmt::format(
+          "the harness's sink recorded '{}'{} while the task ran: traffic that is not HTTP to a "
+          "listed host got out of the sandbox",
+          t.sink_log->front(),
+          t.sink_log->size() > 1 ? fmt::format(" and {} more", t.sink_log->size() - 1) : ""));
+    } else {
+      auto doc = FirstJsonLine(t.task->answer.stdout_text);
+      const json* tried = doc && doc->contains("connect") && (*doc)["connect"].is_object()
+                              ? &(*doc)["connect"]
+                              : nullptr;
+      std::vector<std::string> untried;
+      for (const auto& target : targets) {
+        if (!tried || !tried->contains(target)) untried.push_back(target);
+      }
+      if (tried) v.evidence["probe_connect"] = *tried;
+      if (targets.empty() || !untried.empty()) {
+        f.failed.push_back(fmt::format(
+            "the probe's report shows no attempt at {} (sbx-probe --connect prints one result "
+            "per target): nothing shows the ways out were tried",
+            targets.empty() ? "any target" : Join(untried, ", ")));
+      } else {
+        f.held.push_back(fmt::format(
+            "none of {} attempts (tcp, udp, tls, an explicit resolver, IPv6 where the host has "
+            "it) reached the harness's sink",
+            targets.size()));
+      }
+    }
+  }
+  const auto not_for = p["mirror_not_for"].get<std::vector<std::string>>();
+  if (p["mirror_untouched"].get<bool>() || !not_for.empty()) {
+    if (!t.mirror_log) {
+      v.evidence["mirror_log"] = "none (no local mirror fixture): judged by the output only";
+      return;
+    }
+    v.evidence["mirror_log"] = *t.mirror_log;
+    std::vector<std::string> hit;
+    for (const auto& line : *t.mirror_log) {
+      std::string host = MirrorLogHost(line);
+      bool named = std::any_of(not_for.begin(), not_for.end(), [&](std::string n) {
+        std::transform(n.begin(), n.end(), n.begin(),
+                       [](unsigned char c) { return std::tolower(c); });
+        return n == host;
+      });
+      if (p["mirror_untouched"].get<bool>() || named) hit.push_back(line);
+    }
+    if (!hit.empty()) {
+      f.failed.push_back(fmt::format(
+          "the harness's mirror logged '{}'{} while the task ran: the request got through to a "
+          "service it must not reach",
+          hit.front(), hit.size() > 1 ? fmt::format(" and {} more", hit.size() - 1) : ""));
+    } else {
+      f.held.push_back(p["mirror_untouched"].get<bool>()
+                           ? "the harness's mirror logged nothing"
+                           : fmt::format("the harness's mirror logged no request for {}",
+                                         Join(not_for, ", ")));
+    }
+  }
+}
+
 }  // namespace
 
 // What the stages of one call may add up to (and one stage may take), against the call's
@@ -456,6 +531,7 @@ Verdict Expect(TaskRecord& t, const json& p) {
       }
     }
   }
+  JudgeEgressEvidence(t, p, f, v);
   std::vector<std::string> backends = p["backend_in"];
   if (!backends.empty() && f.failed.empty()) {
     const json* b = AnswerPath(a.extra, "backend");

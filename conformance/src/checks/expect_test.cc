@@ -457,6 +457,60 @@ TEST_F(ExpectJudge, NamespacesApartComparesInodesOnTheHostsKernel) {
   EXPECT_EQ(Judge(p, Out(Probe(guest, {{"pid", 1}, {"mnt", 2}, {"net", 3}}))).first, "pass");
 }
 
+// EGR-1, issue 32: egress is judged by what the harness's sink and mirror recorded, never by
+// what the probe printed; the probe's report only proves every way out was tried.
+TEST_F(ExpectJudge, EgressIsJudgedByTheSinkAndTheMirrorNotByTheOutput) {
+  harness_["sink_connect"] = "--connect tcp:127.0.0.1:5 --connect udp:[::1]:6";
+  json p = {{"sink_untouched", true}};
+  const std::string tried =
+      R"({"connect":{"tcp:127.0.0.1:5":"ECONNREFUSED","udp:[::1]:6":"EADDRNOTAVAIL"}})";
+  auto quiet = [](TaskRecord& r) { r.sink_log = std::vector<std::string>{}; };
+  auto held = Judge(p, Out(tried), quiet);
+  EXPECT_EQ(held.first, "pass") << held.second;
+  EXPECT_NE(held.second.find("none of 2 attempts"), std::string::npos) << held.second;
+  // The sink heard it: a fail whatever the probe says (it printed "refused" for everything).
+  auto reached = Judge(p, Out(tried), [](TaskRecord& r) {
+    r.sink_log = std::vector<std::string>{"tcp 127.0.0.1:5 from 127.0.0.1:4242"};
+  });
+  EXPECT_EQ(reached.first, "fail");
+  EXPECT_NE(reached.second.find("recorded 'tcp 127.0.0.1:5 from 127.0.0.1:4242'"),
+            std::string::npos)
+      << reached.second;
+  // No report of the attempts (the probe did not run, or a target left one out): not a pass.
+  auto untried = Judge(p, Out(R"({"connect":{"tcp:127.0.0.1:5":"ECONNREFUSED"}})"), quiet);
+  EXPECT_EQ(untried.first, "fail");
+  EXPECT_NE(untried.second.find("no attempt at udp:[::1]:6"), std::string::npos) << untried.second;
+  EXPECT_EQ(Judge(p, Out("probed\n"), quiet).first, "fail");
+  // No sink in the run: cannot judge, never a pass.
+  auto no_sink = Judge(p, Out(tried));
+  EXPECT_EQ(no_sink.first, "fail");
+  EXPECT_NE(no_sink.second.find("cannot judge"), std::string::npos) << no_sink.second;
+
+  // The mirror: nothing at all, or nothing for the names given.
+  json untouched = {{"mirror_untouched", true}};
+  auto logged = [](std::vector<std::string> lines) {
+    return [lines](TaskRecord& r) { r.mirror_log = lines; };
+  };
+  EXPECT_EQ(Judge(untouched, Out(""), logged({})).first, "pass");
+  auto got = Judge(untouched, Out(""), logged({"GET /x host=a.example:8080"}));
+  EXPECT_EQ(got.first, "fail");
+  EXPECT_NE(got.second.find("mirror logged 'GET /x host=a.example:8080'"), std::string::npos);
+  json not_for = {{"mirror_not_for", {"A.example"}}};
+  EXPECT_EQ(Judge(not_for, Out(""), logged({"GET /x host=b.example"})).first, "pass");
+  EXPECT_EQ(Judge(not_for, Out(""), logged({"GET /x host=a.EXAMPLE:80"})).first, "fail");
+  // No local mirror: judged by the output alone (the evidence says so).
+  EXPECT_EQ(Judge(untouched, Out("")).first, "pass");
+  EXPECT_NE(evidence_["mirror_log"].get<std::string>().find("no local mirror"), std::string::npos);
+}
+
+TEST(ExpectParams, SinkUntouchedNeedsTheSinksValues) {
+  auto s = Load({{"sink_untouched", true}});
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  // A run without a sink (a target elsewhere) does not run the task, and says why.
+  EXPECT_EQ(s->tasks[0].harness_values, (std::set<std::string>{"sink_connect"}));
+  EXPECT_NE(LoadError({{"mirror_not_for", 3}}).find("mirror_not_for"), std::string::npos);
+}
+
 TEST(ExpectParams, KernelAndNamespacesNeedTheHostsValues) {
   auto s = Load({{"kernel", "own"}, {"namespaces_apart", {"pid"}}});
   ASSERT_TRUE(s.ok()) << s.status().message();

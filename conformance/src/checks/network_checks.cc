@@ -18,16 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-// The host a mirror log line names ("GET /x host=NAME[:PORT]"), lower-cased, without the port.
-std::string LoggedHost(const std::string& line) {
-  size_t at = line.rfind(" host=");
-  if (at == std::string::npos) return "";
-  std::string h = line.substr(at + 6);
-  if (size_t colon = h.find(':'); colon != std::string::npos) h.erase(colon);
-  std::transform(h.begin(), h.end(), h.begin(), [](unsigned char c) { return std::tolower(c); });
-  return h;
-}
-
 // A denial task's evidence from the harness's own mirror: nothing may have reached it while the
 // task ran (the command tries only the denied destination). Returns the failure, or "".
 std::string MirrorReached(const TaskRecord& t, Verdict& v) {
@@ -72,7 +62,7 @@ Verdict AllowedDownload(TaskRecord& t, const json& p, const TargetInfo& info) {
     std::transform(want.begin(), want.end(), want.begin(),
                    [](unsigned char c) { return std::tolower(c); });
     bool reached = std::any_of(t.mirror_log->begin(), t.mirror_log->end(), [&](const auto& l) {
-      return l.rfind("GET ", 0) == 0 && LoggedHost(l) == want;
+      return l.rfind("GET ", 0) == 0 && MirrorLogHost(l) == want;
     });
     if (!reached) {
       v.outcome = Outcome::kFail;

@@ -53,6 +53,9 @@ struct TaskRecord {
   // The lines the harness's own mirror fixture logged while the task ran ("GET /path host=NAME"):
   // what really reached the service behind the scenario's names. None without such a mirror.
   std::optional<std::vector<std::string>> mirror_log;
+  // What reached the harness's egress sink while the task ran (run/sink_fixture.h), one line per
+  // connection or datagram. None when the run has no sink (no task of it uses one).
+  std::optional<std::vector<std::string>> sink_log;
   std::string gateway_note;  // why there is no gateway evidence
   // SNAP-2, LC-10 (after_each_task.canaries): `sbx-canary plant TOKEN` before the revert and
   // `sbx-canary check TOKEN PORT` after it; canary_note says why none were planted.

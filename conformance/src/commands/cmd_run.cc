@@ -24,6 +24,7 @@
 #include "report/report.h"
 #include "run/live_log.h"
 #include "run/mirror_fixture.h"
+#include "run/sink_fixture.h"
 #include "run/repeat.h"
 #include "run/runner.h"
 #include "scenario/catalog.h"
@@ -231,6 +232,7 @@ int CmdRun(const std::vector<std::string>& args) {
   std::vector<ScenarioRun> runs;
   std::string fatal;
   std::optional<MirrorFixture> mirror;
+  std::optional<SinkFixture> sink;
   RunnerOptions ropts;
   ropts.backend = ctx.backend;
   if (!target.ok()) {
@@ -293,6 +295,23 @@ int CmdRun(const std::vector<std::string>& args) {
     } else {
       harness.emplace(std::move(*h));
       ropts.harness = harness->values();
+      if (used.count("sink_connect") || used.count("sink_nc") || used.count("sink_resolver")) {
+        // The egress sink (run/sink_fixture.h): its record, not the probe's output, is what a
+        // denial is judged by. A run without it skips the tasks that use it (no value).
+        log.Progress("starting the egress sink");
+        auto sk = SinkFixture::Start();
+        if (!sk.ok()) {
+          ctx.fixtures["sink"] = {{"mode", "none"}, {"error", sk.status().ToString()}};
+        } else {
+          sink.emplace(std::move(*sk));
+          ropts.sink = &*sink;
+          ropts.harness["sink_connect"] = sink->probe_args();
+          ropts.harness["sink_nc"] = sink->nc_target();
+          ropts.harness["sink_resolver"] = sink->resolver();
+          ctx.fixtures["sink"] = sink->describe();
+          ctx.fixtures["sink"]["mode"] = "local";
+        }
+      }
       ctx.fixtures["harness"] = {{"mode", ropts.target_local ? "local" : "none"},
                                  {"values", ropts.harness},
                                  {"target_local", ropts.target_local}};
@@ -335,6 +354,7 @@ int CmdRun(const std::vector<std::string>& args) {
     ctx.fixtures["mirror"]["log"] = mlog;
   }
   mirror.reset();
+  sink.reset();
   harness.reset();  // removes the canaries
   ApplyExpectationsAndProfile(runs, ctx.expectations, ctx.profile);
   FinishRunContext(ctx);

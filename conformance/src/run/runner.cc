@@ -326,10 +326,12 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
   progress("task");
   rec.task.emplace();
   const size_t mirror_before = options_.mirror ? options_.mirror->LogCount() : 0;
+  const size_t sink_before = options_.sink ? options_.sink->LogCount() : 0;
   if (!ExecStep(run, t.label, "task", sandbox, SubstituteHarness(t.command, run.harness),
                 t.timeout_s, &*rec.task))
     return false;
   if (options_.mirror) rec.mirror_log = options_.mirror->LogSince(mirror_before);
+  if (options_.sink) rec.sink_log = options_.sink->LogSince(sink_before);
   if (info_.Has("egress.log")) {
     auto log = target_.GatewayLog(sandbox);
     if (log.ok()) {

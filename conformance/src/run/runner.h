@@ -20,6 +20,7 @@
 #include "drivers/target.h"
 #include "run/live_log.h"
 #include "run/mirror_fixture.h"
+#include "run/sink_fixture.h"
 #include "scenario/scenario.h"
 
 namespace sandcheck {
@@ -34,6 +35,9 @@ struct RunnerOptions {
   // The harness's own mirror fixture (--mirror local), whose request log is evidence of what
   // reached the service behind the scenario's names; null with --mirror none or HOST:PORT.
   const MirrorFixture* mirror = nullptr;
+  // The harness's egress sink (run/sink_fixture.h), started when a task uses {{harness.sink_*}};
+  // what reaches it while a task runs is that task's sink_log.
+  const SinkFixture* sink = nullptr;
 };
 
 // The protocol's create object for the scenario's sandbox: template, limits, egress, backend

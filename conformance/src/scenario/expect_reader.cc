@@ -216,6 +216,14 @@ sbx::StatusOr<json> ReadExpectation(const json& in, const std::string& path, Exp
                                  {"host", "{{harness.host_namespaces}}"},
                                  {"kernel", "{{harness.host_kernel}}"}};
     }
+    // Egress evidence the sandbox cannot write (EGR-1, issue 32): the harness's sink
+    // (run/sink_fixture.h) and its mirror's request log. The sink's probe arguments are named
+    // here, so that a task of a run without a sink is not run, and says why.
+    out["sink_untouched"] = nullptr;
+    if (r.Bool("sink_untouched", false))
+      out["sink_untouched"] = {{"probe_args", "{{harness.sink_connect}}"}};
+    out["mirror_untouched"] = r.Bool("mirror_untouched", false);
+    strings("mirror_not_for");
     out["host_absent"] = nullptr;
     if (const json* h = r.Object("host_absent")) {
       ObjectReader hr(*h, path + ".host_absent");

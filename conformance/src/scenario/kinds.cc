@@ -77,7 +77,10 @@ const std::vector<KindSpec>& CheckKinds() {
         {"any_of", VT::array, false, json::array()},
         {"host_absent", VT::object, false, nullptr},
         {"kernel", VT::string, false, nullptr},
-        {"namespaces_apart", VT::array, false, json::array()}}},
+        {"namespaces_apart", VT::array, false, json::array()},
+        {"sink_untouched", VT::boolean, false, false},
+        {"mirror_untouched", VT::boolean, false, false},
+        {"mirror_not_for", VT::array, false, json::array()}}},
       {"clean_after_revert", false, {{"expect_files", VT::number_integer, false, 0}}},
       {"revert_measured", false, {}},
   };
@@ -101,6 +104,14 @@ const std::vector<HarnessValueSpec>& HarnessValueSpecs() {
       {"host_namespaces", true,
        "the harness's own namespaces as JSON {pid, mnt, net, ipc, uts, user, cgroup: inode} "
        "(sbx-probe's namespaces read by the harness): for `namespaces_apart`"},
+      {"sink_connect", true,
+       "sbx-probe's arguments to reach every endpoint of the harness's egress sink (run/"
+       "sink_fixture.h: tcp and udp on 127.0.0.1 and [::1], tls on 443 and dns on 53 of a "
+       "127.83.84.N address): \"--connect KIND:ADDR:PORT[:NAME] ...\""},
+      {"sink_nc", true, "\"127.0.0.1 PORT\": the sink's tcp endpoint, for nc"},
+      {"sink_resolver", true,
+       "the sink's udp endpoint as an explicit resolver (127.83.84.N, or 127.83.84.N:PORT where "
+       "port 53 is taken), for nslookup NAME SERVER"},
       {"token", false, "random hex, new for every run"},
       {"token_number", false, "a random 7-digit number, new for every run"},
       {"mirror_addr", false,
