@@ -85,6 +85,9 @@ const std::map<std::string, std::string>& Defects() {
       {"secret-on-disk", "secrets are also written to /tmp/.secrets inside the sandbox (LC-4)"},
       // Wrong limits, not missing ones (the limits scenario): the limit bites, at another value.
       {"timeout-doubled", "the timeout applied is twice the one asked for (RES-5)"},
+      {"disk-quota-per-file",
+       "the disk quota holds each file, not the sandbox: a file that reaches it ends the sandbox "
+       "as resource_exceeded, but many files together may pass it (RES-3)"},
       {"disk-limit-doubled", "the disk quota applied is twice the one asked for (RES-3)"},
       {"disk-limit-halved", "the disk quota applied is half the one asked for (RES-3)"},
       {"pids-limit-halved", "the pids limit applied is half the one asked for (RES-4)"},
@@ -567,6 +570,14 @@ int main(int argc, char** argv) {
     if (has("fake-cpu-usage")) limits.erase("cpu_millicores");
     if (has("disk-limit-doubled")) scale("disk_bytes", 2.0);
     if (has("disk-limit-halved")) scale("disk_bytes", 0.5);
+    // disk-quota-per-file: the quota asked for holds each file, not the sandbox; the sandbox's
+    // own quota is four times as big, so that it never bites first.
+    const int64_t file_quota =
+        has("disk-quota-per-file") && asked.contains("disk_bytes") &&
+                asked["disk_bytes"].is_number_integer()
+            ? asked["disk_bytes"].get<int64_t>()
+            : 0;
+    if (file_quota > 0) scale("disk_bytes", 4.0);
     if (has("leaks-host-env")) {
       // Everything but what would break the sandbox's own tools (PATH) or say where it is.
       static const std::set<std::string> keep_out = {"PATH", "HOME", "PWD", "OLDPWD", "SHLVL",
@@ -620,6 +631,7 @@ int main(int argc, char** argv) {
     if (id.empty()) id = Must(rt.Create(req), "create");
     json st = {{"allowed", AllowedHosts(in)}, {"crashed", false}};
     if (!claim.empty()) st["claim"] = claim;
+    if (file_quota > 0) st["file_quota"] = file_quota;
     if (asked.contains("pids") && asked["pids"].is_number()) st["asked_pids"] = asked["pids"];
     if (asked.contains("cpu_millicores") && asked["cpu_millicores"].is_number())
       st["asked_millicores"] = asked["cpu_millicores"];
@@ -660,6 +672,12 @@ int main(int argc, char** argv) {
     if (has("host-header-ignored")) cmd = DropHostHeader(cmd);
     if (has("timeout-doubled")) timeout *= 2;
     if (has("wrong-workdir")) cmd = "cd /tmp; " + cmd;
+    if (st.value("file_quota", int64_t{0}) > 0) {
+      // RLIMIT_FSIZE (512-byte blocks in ash) with SIGXFSZ ignored: a write past it fails with
+      // EFBIG, which the "runtime" reports as the quota's breach (below).
+      cmd = fmt::format("ulimit -f {}; trap '' XFSZ; {}", st["file_quota"].get<int64_t>() / 512,
+                        cmd);
+    }
     if (has("persistent-shell")) {
       // One shell for every command: what earlier commands did to it comes first, and this
       // command's own cd / export / ulimit are kept for the next ones (a revert forgets none).
@@ -751,6 +769,16 @@ int main(int argc, char** argv) {
       }
       (*usage)["cpu_seconds"] = exec_secs * cap;
       (*usage)["throttled_seconds"] = exec_secs * (1 - cap) * 0.95;
+    }
+    if (st.value("file_quota", int64_t{0}) > 0 && a.status == "ok" &&
+        (a.stdout_text + a.stderr_text).find("EFBIG") != std::string::npos) {
+      // disk-quota-per-file: one file reached the quota: reported as the sandbox's breach.
+      a.status = "resource_exceeded";
+      a.state = "CRASHED";
+      a.exit_code = 137;
+      a.extra["error"] = {{"code", "resource_exceeded"},
+                          {"message", "disk quota exhausted (RES-3)"}};
+      st["crashed"] = true;
     }
     if (has("lies-about-oom") && a.status == "resource_exceeded") {
       a.status = "ok";

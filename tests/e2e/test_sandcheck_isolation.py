@@ -26,7 +26,7 @@ ISOLATION = {"isolation/" + c for c in (
     "output-collected", "destroy-ends-processes", "clean-after-revert", "no-privileges",
     "runs-in-work", "host-environment-hidden", "shell-state-reverted")}
 LIMITS = {"limits/" + c for c in (
-    "disk-quota", "disk-quota-tmp", "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
+    "disk-quota", "disk-quota-tmp", "disk-quota-shared", "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
 FAILURE = {"failure/" + c for c in ("cannot-execute", "tool-crash", "stages-reported", "clean-after-revert")}
 ALL = ISOLATION | LIMITS | FAILURE
 
@@ -54,7 +54,7 @@ BROKEN = {
     "no-diagnostics": {"isolation/output-collected", "failure/cannot-execute", "failure/tool-crash"},
     "no-stages": {"failure/stages-reported"},                                            # LC-1
     "fake-stages": {"failure/stages-reported"},               # LC-1: 0 s for a 0.3 s command
-    "no-disk-limit": {"limits/disk-quota", "limits/disk-quota-tmp"},                     # RES-3
+    "no-disk-limit": {"limits/disk-quota", "limits/disk-quota-tmp", "limits/disk-quota-shared"},  # RES-3
     "disk-full-as-ok": {"limits/disk-quota", "limits/disk-quota-tmp"},                   # RES-8
     "disk-not-reclaimed": {"limits/disk-quota", "limits/disk-quota-tmp"},    # the follow-up
     "no-pids-limit": {"limits/fork-bomb-contained"},                                     # RES-4
@@ -75,7 +75,8 @@ BROKEN = {
                      "isolation/no-privileges",
                      "isolation/nothing-persists", "isolation/no-egress-reaches-nothing",
                      "isolation/no-egress-other-ways",  # its probe reaches the harness's sink
-                     "limits/disk-quota", "limits/disk-quota-tmp", "limits/fork-bomb-contained",
+                     "limits/disk-quota", "limits/disk-quota-tmp", "limits/disk-quota-shared",
+                     "limits/fork-bomb-contained",
                      "limits/file-descriptors"} | REVERTS,
 }
 
