@@ -25,6 +25,7 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -99,6 +100,10 @@ const std::map<std::string, std::string>& Defects() {
        "the command runs in the host's PID namespace, as the sandbox's user, with /proc mounted "
        "hidepid=2: /proc lists only that user's processes, but the harness's pid answers kill -0 "
        "with EPERM and the pid namespace is the host's (FS-3)"},
+      {"host-root-private-tmp",
+       "a command that reaches for the host's files runs with the host's root bound in and only "
+       "/tmp and /var/tmp made private (fresh tmpfs), in the sandbox's PID, network, IPC and UTS "
+       "namespaces, as the sandbox's user: the host's /run and /dev/shm show (FS-1)"},
       {"wrong-workdir", "commands run in /tmp instead of /work (LC-5): /work stays empty whatever "
                         "they write"},
       {"leaks-host-env",
@@ -408,12 +413,14 @@ T Must(sbx::StatusOr<T> v, const char* op) {
   return std::move(*v);
 }
 
-// privileged, shared-pid-namespace, egress-beyond-http-open: runs `cmd` from the host in (some
-// of) the namespaces of a process the sandbox leaves running for it. privileged: `nsenter FLAGS`
-// as root; as_user: as the sandbox's own user. hidepid: this binary's --enter-hidepid
-// (EnterHidepid below), as the sandbox's own user.
+// privileged, shared-pid-namespace, egress-beyond-http-open, host-root-private-tmp: runs `cmd`
+// from the host in (some of) the namespaces of a process the sandbox leaves running for it.
+// `nsenter FLAGS` as root (as_user: as the sandbox's own user); or, with self_mode, this binary's
+// --enter-hidepid (EnterHidepid below) or --enter-host-root (EnterHostRoot), as the sandbox's
+// own user.
 ExecAnswer ExecEntered(Target& rt, const std::string& id, const std::string& cmd, double timeout,
-                       std::vector<std::string> flags, bool hidepid, bool as_user = false) {
+                       std::vector<std::string> flags, const char* self_mode,
+                       bool as_user = false) {
   std::random_device rd;
   std::string n = fmt::format("86400{:06}", rd() % 1000000);
   ExecAnswer started =
@@ -427,12 +434,12 @@ ExecAnswer ExecEntered(Target& rt, const std::string& id, const std::string& cmd
     flags.insert(flags.end(), {"-S", std::to_string(uid), "-G", std::to_string(gid)});
   }
   sandcheck::SubprocessOptions o;
-  if (hidepid) {
+  if (self_mode) {
     char self[4096];
     ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) Die(1, "internal", "readlink /proc/self/exe failed");
     o.argv = {"/usr/bin/env", "-i", PathOf(pid), std::string(self, static_cast<size_t>(len)),
-              "--enter-hidepid", std::to_string(pid), cmd};
+              self_mode, std::to_string(pid), cmd};
   } else {
     o.argv = {"/usr/bin/env", "-i", PathOf(pid), "/usr/bin/nsenter", "-t", std::to_string(pid)};
     o.argv.insert(o.argv.end(), flags.begin(), flags.end());
@@ -493,9 +500,52 @@ int EnterHidepid(pid_t pid, const std::string& cmd) {
   return fail("exec /bin/sh");
 }
 
+// host-root-private-tmp, the process that runs the command: what a runtime that binds the host's
+// root into its sandboxes and hides only /tmp and /var/tmp (fresh tmpfs on each) gives them. It
+// joins the IPC, UTS, network and PID namespaces of `pid` (a process of the sandbox), not its
+// mount namespace; takes a mount namespace of its own below the host's, mounts a tmpfs on /tmp
+// and on /var/tmp and a /proc of the sandbox's PID namespace, and runs `cmd` as the sandbox
+// process's uid and gid, in /tmp. The host's /run, /dev/shm, /etc and /home all show.
+int EnterHostRoot(pid_t pid, const std::string& cmd) {
+  auto fail = [](const char* what) {
+    std::fprintf(stderr, "defect host-root-private-tmp: %s: %s\n", what, std::strerror(errno));
+    return 125;
+  };
+  auto [uid, gid] = IdsOf(pid);
+  for (const char* ns : {"ipc", "uts", "net", "pid"}) {
+    int fd = ::open(fmt::format("/proc/{}/ns/{}", pid, ns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::setns(fd, 0) != 0) return fail(ns);
+    ::close(fd);
+  }
+  if (::unshare(CLONE_NEWNS) != 0) return fail("unshare(CLONE_NEWNS)");
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return fail("private /");
+  for (const char* dir : {"/tmp", "/var/tmp"}) {
+    if (::mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=16m") != 0)
+      return fail("tmpfs");
+  }
+  pid_t child = ::fork();  // the first child is the one in the sandbox's PID namespace
+  if (child < 0) return fail("fork");
+  if (child == 0) {
+    if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+      _exit(fail("mount /proc"));
+    if (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(gid)) != 0 ||
+        ::setuid(static_cast<uid_t>(uid)) != 0)
+      _exit(fail("become the sandbox's user"));
+    if (::chdir("/tmp") != 0) _exit(fail("chdir /tmp"));
+    ::execle("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr), environ);
+    _exit(fail("exec /bin/sh"));
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "--enter-hidepid")
     return EnterHidepid(static_cast<pid_t>(std::atol(argv[2])), argv[3]);
+  if (argc == 4 && std::string(argv[1]) == "--enter-host-root")
+    return EnterHostRoot(static_cast<pid_t>(std::atol(argv[2])), argv[3]);
   const std::string defect = DefectName(argv[0]);
   if (argc >= 2 && std::string(argv[1]) == "--list") {
     for (const auto& [name, what] : Defects()) std::cout << name << "\t" << what << "\n";
@@ -697,7 +747,8 @@ int main(int argc, char** argv) {
       // sandbox's own user in its root and its mount, network, UTS and IPC namespaces, but in
       // the host's PID namespace, with a /proc of it mounted with hidepid=2 (EnterHidepid).
       std::vector<std::string> flags = {"-m", "-u", "-i", "-n", "-p", "-r", "-w"};
-      std::cout << ExecJson(ExecEntered(rt, id, cmd, timeout, flags, has("shared-pid-namespace")))
+      std::cout << ExecJson(ExecEntered(rt, id, cmd, timeout, flags,
+                                        has("shared-pid-namespace") ? "--enter-hidepid" : nullptr))
                        .dump()
                 << "\n";
       return 0;
@@ -706,7 +757,14 @@ int main(int argc, char** argv) {
       // Everything but HTTP to a listed host leaves by the host's own network: the command runs
       // in every namespace of the sandbox but its network namespace, as the sandbox's user.
       std::vector<std::string> flags = {"-m", "-u", "-i", "-p", "-r", "-w"};
-      std::cout << ExecJson(ExecEntered(rt, id, cmd, timeout, flags, false, true)).dump() << "\n";
+      std::cout << ExecJson(ExecEntered(rt, id, cmd, timeout, flags, nullptr, true)).dump() << "\n";
+      return 0;
+    }
+    if (has("host-root-private-tmp") && cmd.find("sandcheck-canary-") != std::string::npos) {
+      // A command that reaches for the host's files sees the host's root, with /tmp and
+      // /var/tmp of its own (EnterHostRoot).
+      std::cout << ExecJson(ExecEntered(rt, id, cmd, timeout, {}, "--enter-host-root")).dump()
+                << "\n";
       return 0;
     }
     if (has("drops-under-load") && state.Tick("drops") % 5 == 0) {

@@ -192,7 +192,9 @@ def test_evidence_and_report(tmp_path, mirror):
     # The harness's values are recorded; its canaries are gone after the run.
     values = r.report["environment"]["fixtures"]["harness"]["values"]
     assert set(values) >= {"pid", "token", "token_number", "canary_tmp", "canary_var_tmp", "mirror_addr"}
-    assert not os.path.exists(values["canary_tmp"]) and not os.path.exists(values["canary_var_tmp"])
+    assert set(values) >= {"canary_run", "canary_dev_shm"}
+    for key in ("canary_tmp", "canary_var_tmp", "canary_run", "canary_dev_shm"):
+        assert not os.path.exists(values[key]), key  # removed at the end of the run
     scans = r.by_id["limits/timeout"]["evidence"]["host_scans"]
     assert scans[0]["found"] == [] and scans[0]["process"] == f"sleep {values['token_number']}"
     fork = r.by_id["limits/fork-bomb-contained"]["evidence"]["any_of"]

@@ -75,13 +75,17 @@ sbx::StatusOr<HarnessValues> HarnessValues::Make(const std::set<std::string>& us
     h.values_["env_canary"] = env;
   }
   bool canaries = local && (used.count("canary_tmp") || used.count("canary_var_tmp") ||
+                            used.count("canary_run") || used.count("canary_dev_shm") ||
                             used.count("canary_content"));
   if (canaries) {
     std::string content = "sandcheck-canary-" + RandomHex(16);
     std::string name = fmt::format("{}{}-{}", kCanaryPrefix, ::getpid(), RandomHex(4));
     h.values_["canary_content"] = content;
+    // /tmp and /var/tmp, which a sandbox usually gets fresh; /run and /dev/shm, which a runtime
+    // that hides only those two (the host's root bound in, private /tmp) still shows.
     for (const auto& [key, dir] :
-         {std::pair{"canary_tmp", "/tmp"}, {"canary_var_tmp", "/var/tmp"}}) {
+         {std::pair{"canary_tmp", "/tmp"}, {"canary_var_tmp", "/var/tmp"},
+          {"canary_run", "/run"}, {"canary_dev_shm", "/dev/shm"}}) {
       SweepStaleCanaries(dir);
       std::string path = fmt::format("{}/{}", dir, name);
       RETURN_IF_ERROR(Plant(path, content));

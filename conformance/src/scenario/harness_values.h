@@ -3,7 +3,7 @@
 // of the run refers to them — canary files planted on the harness's own host (FS-1: a sandbox
 // must not be able to read them) and a credential-looking variable in the harness's own
 // environment (SANDCHECK_HOST_CREDENTIAL: a sandbox must not see it either). The canaries are
-// world-readable files in /tmp and /var/tmp, so that only the sandbox's own file-system view keeps
+// world-readable files in /tmp, /var/tmp, /run and /dev/shm, so that only the sandbox's own file-system view keeps
 // them out, not file permissions; they are removed when the HarnessValues is destroyed, and
 // canaries of dead sandcheck processes (a run that was killed) are swept when the next run plants
 // its own.

@@ -93,6 +93,8 @@ const std::vector<HarnessValueSpec>& HarnessValueSpecs() {
       {"canary_tmp", true,
        "path of a world-readable file the harness plants in its host's /tmp for the run"},
       {"canary_var_tmp", true, "the same in its host's /var/tmp"},
+      {"canary_run", true, "the same in its host's /run"},
+      {"canary_dev_shm", true, "the same in its host's /dev/shm"},
       {"canary_content", true, "what the canary files hold (random per run)"},
       {"env_canary", true,
        "a random value the harness puts in its own environment as SANDCHECK_HOST_CREDENTIAL "
