@@ -86,6 +86,9 @@ const std::map<std::string, std::string>& Defects() {
       {"secret-on-disk", "secrets are also written to /tmp/.secrets inside the sandbox (LC-4)"},
       // Wrong limits, not missing ones (the limits scenario): the limit bites, at another value.
       {"timeout-doubled", "the timeout applied is twice the one asked for (RES-5)"},
+      {"memory-limit-per-process",
+       "the memory limit holds each process (RLIMIT_AS), not the sandbox: a process that reaches "
+       "it ends the sandbox as resource_exceeded, but many processes together may pass it (RES-2)"},
       {"disk-quota-per-file",
        "the disk quota holds each file, not the sandbox: a file that reaches it ends the sandbox "
        "as resource_exceeded, but many files together may pass it (RES-3)"},
@@ -628,6 +631,14 @@ int main(int argc, char** argv) {
             ? asked["disk_bytes"].get<int64_t>()
             : 0;
     if (file_quota > 0) scale("disk_bytes", 4.0);
+    // memory-limit-per-process: the limit asked for holds each process (RLIMIT_AS), not the
+    // sandbox, whose own limit is four times as big.
+    const int64_t proc_memory =
+        has("memory-limit-per-process") && asked.contains("memory_bytes") &&
+                asked["memory_bytes"].is_number_integer()
+            ? asked["memory_bytes"].get<int64_t>()
+            : 0;
+    if (proc_memory > 0) scale("memory_bytes", 4.0);
     if (has("leaks-host-env")) {
       // Everything but what would break the sandbox's own tools (PATH) or say where it is.
       static const std::set<std::string> keep_out = {"PATH", "HOME", "PWD", "OLDPWD", "SHLVL",
@@ -682,6 +693,7 @@ int main(int argc, char** argv) {
     json st = {{"allowed", AllowedHosts(in)}, {"crashed", false}};
     if (!claim.empty()) st["claim"] = claim;
     if (file_quota > 0) st["file_quota"] = file_quota;
+    if (proc_memory > 0) st["proc_memory"] = proc_memory;
     if (asked.contains("pids") && asked["pids"].is_number()) st["asked_pids"] = asked["pids"];
     if (asked.contains("cpu_millicores") && asked["cpu_millicores"].is_number())
       st["asked_millicores"] = asked["cpu_millicores"];
@@ -722,6 +734,13 @@ int main(int argc, char** argv) {
     if (has("host-header-ignored")) cmd = DropHostHeader(cmd);
     if (has("timeout-doubled")) timeout *= 2;
     if (has("wrong-workdir")) cmd = "cd /tmp; " + cmd;
+    const bool per_process = st.value("proc_memory", int64_t{0}) > 0 &&
+                             cmd.find("sbx-memhog") != std::string::npos;
+    if (per_process) {
+      // Each process may map the limit (ulimit -v, KiB); the first allocation that fails ends
+      // the shell (set -e), as a runtime that ends the sandbox at a process's breach would.
+      cmd = fmt::format("set -e; ulimit -v {}; {}", st["proc_memory"].get<int64_t>() / 1024, cmd);
+    }
     if (st.value("file_quota", int64_t{0}) > 0) {
       // RLIMIT_FSIZE (512-byte blocks in ash) with SIGXFSZ ignored: a write past it fails with
       // EFBIG, which the "runtime" reports as the quota's breach (below).
@@ -836,6 +855,18 @@ int main(int argc, char** argv) {
       a.exit_code = 137;
       a.extra["error"] = {{"code", "resource_exceeded"},
                           {"message", "disk quota exhausted (RES-3)"}};
+      st["crashed"] = true;
+    }
+    if (per_process && a.status == "ok" &&
+        (a.stderr_text.find("malloc failed") != std::string::npos ||
+         a.stderr_text.find("died before") != std::string::npos)) {
+      // memory-limit-per-process: one process reached the limit: reported as the sandbox's
+      // breach, and the sandbox's processes are gone with the revert that follows.
+      a.status = "resource_exceeded";
+      a.state = "CRASHED";
+      a.exit_code = 137;
+      a.extra["error"] = {{"code", "resource_exceeded"},
+                          {"message", "memory limit exceeded (RES-2)"}};
       st["crashed"] = true;
     }
     if (has("lies-about-oom") && a.status == "resource_exceeded") {

@@ -237,6 +237,7 @@ int main(int argc, char** argv) {
       sim::KillOrphans(sb);
       fs::remove(sb.dir + "/procs");
       if (!faults.count("disk-not-reclaimed")) fs::remove(sb.dir + "/disk_used");
+      fs::remove(sb.dir + "/mem_held");  // the holders were the sandbox's processes
     }
     Spit(sb.dir + "/state", "RUNNING");
     out = {{"seconds", Seconds(t0)}};

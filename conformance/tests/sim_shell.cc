@@ -737,11 +737,22 @@ ExecOut Simple0(Sandbox& sb, const std::string& text, int last_exit) {
       wall = base * 1000.0 / static_cast<double>(mc);
     Sleep(wall);
     r.out = fmt::format("wall_seconds {:.3f} cpu_seconds {:.3f} threads 1\n", wall, base);
-  } else if (cmd == "sbx-memhog" && w.size() == 2) {
-    int64_t mib = std::atoll(w[1].c_str());
+  } else if (cmd == "sbx-memhog" && (w.size() == 2 || (w.size() == 3 && w[1] == "--hold"))) {
+    const bool hold = w.size() == 3;
+    int64_t mib = std::atoll(w.back().c_str());
     int64_t limit = sb.spec.value("limits", json::object()).value("memory_bytes", int64_t{0}) >> 20;
     if (Has(sb, "memory-limit-doubled")) limit *= 2;
     bool limited = limit > 0 && !Has(sb, "no-memory-limit") && !Has(sb, "no-isolation");
+    // What earlier `--hold`s keep resident counts against the same limit (one per sandbox).
+    const int64_t held = std::atoll(Slurp(sb.dir + "/mem_held").c_str());
+    if (limited) limit -= held;
+    if (hold) {
+      if (limited && mib >= limit)
+        return {"resource_exceeded", "CRASHED", -1, r.out, "memory limit exceeded\n"};
+      std::ofstream(sb.dir + "/mem_held") << held + mib;
+      r.out = fmt::format("holding {} MiB pid {}\n", mib, 100 + held);
+      return r;
+    }
     // Killed at the limit: it cannot have printed the limit's worth itself.
     int64_t reached = limited ? std::min(mib, limit - 1) : mib;
     for (int64_t i = 16; i <= reached; i += 16) r.out += fmt::format("allocated {} MiB\n", i);

@@ -26,7 +26,7 @@ ISOLATION = {"isolation/" + c for c in (
     "output-collected", "destroy-ends-processes", "clean-after-revert", "no-privileges",
     "runs-in-work", "host-environment-hidden", "shell-state-reverted")}
 LIMITS = {"limits/" + c for c in (
-    "disk-quota", "disk-quota-tmp", "disk-quota-shared", "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
+    "disk-quota", "disk-quota-tmp", "disk-quota-shared", "memory-shared-by-processes", "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
 FAILURE = {"failure/" + c for c in ("cannot-execute", "tool-crash", "stages-reported", "clean-after-revert")}
 ALL = ISOLATION | LIMITS | FAILURE
 
@@ -76,7 +76,7 @@ BROKEN = {
                      "isolation/nothing-persists", "isolation/no-egress-reaches-nothing",
                      "isolation/no-egress-other-ways",  # its probe reaches the harness's sink
                      "limits/disk-quota", "limits/disk-quota-tmp", "limits/disk-quota-shared",
-                     "limits/fork-bomb-contained",
+                     "limits/memory-shared-by-processes", "limits/fork-bomb-contained",
                      "limits/file-descriptors"} | REVERTS,
 }
 
