@@ -86,6 +86,9 @@ const std::map<std::string, std::string>& Defects() {
       {"secret-on-disk", "secrets are also written to /tmp/.secrets inside the sandbox (LC-4)"},
       // Wrong limits, not missing ones (the limits scenario): the limit bites, at another value.
       {"timeout-doubled", "the timeout applied is twice the one asked for (RES-5)"},
+      {"memory-limit-shared",
+       "one memory budget for all the runtime's sandboxes: a sandbox made while others hold "
+       "memory gets the limit asked for less what they hold (RES-2)"},
       {"memory-limit-per-process",
        "the memory limit holds each process (RLIMIT_AS), not the sandbox: a process that reaches "
        "it ends the sandbox as resource_exceeded, but many processes together may pass it (RES-2)"},
@@ -229,6 +232,21 @@ class State {
     std::ofstream(Path(id)) << j.dump() << "\n";
   }
   void Drop(const std::string& id) const { ::unlink(Path(id).c_str()); }
+  // The sum of the number `key` over every sandbox's state (memory-limit-shared: what the live
+  // sandboxes hold).
+  int64_t SumOver(const std::string& key) const {
+    int64_t sum = 0;
+    DIR* d = ::opendir(dir_.c_str());
+    if (!d) return 0;
+    for (dirent* e; (e = ::readdir(d)) != nullptr;) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream in(dir_ + "/" + e->d_name);
+      json j = json::parse(in, nullptr, false);
+      if (j.is_object() && j.contains(key) && j[key].is_number_integer()) sum += j[key].get<int64_t>();
+    }
+    ::closedir(d);
+    return sum;
+  }
 
   // A counter shared by every adapter process of this state directory (flock), for the defects
   // that hit one call in N whatever the concurrency. `swap`: the text stored with the counter
@@ -639,6 +657,13 @@ int main(int argc, char** argv) {
             ? asked["memory_bytes"].get<int64_t>()
             : 0;
     if (proc_memory > 0) scale("memory_bytes", 4.0);
+    if (has("memory-limit-shared") && limits.contains("memory_bytes") &&
+        limits["memory_bytes"].is_number_integer()) {
+      // One memory budget for all the runtime's sandboxes: what the live ones hold is spent.
+      const int64_t held = state.SumOver("held_mib") << 20;
+      if (held > 0)
+        limits["memory_bytes"] = std::max<int64_t>(16 << 20, limits["memory_bytes"].get<int64_t>() - held);
+    }
     if (has("leaks-host-env")) {
       // Everything but what would break the sandbox's own tools (PATH) or say where it is.
       static const std::set<std::string> keep_out = {"PATH", "HOME", "PWD", "OLDPWD", "SHLVL",
@@ -869,6 +894,12 @@ int main(int argc, char** argv) {
                           {"message", "memory limit exceeded (RES-2)"}};
       st["crashed"] = true;
     }
+    if (has("memory-limit-shared")) {
+      static const std::regex holding(R"(holding (\d+) MiB)");
+      std::smatch m;
+      if (std::regex_search(a.stdout_text, m, holding))
+        st["held_mib"] = st.value("held_mib", int64_t{0}) + std::stoll(m[1]);
+    }
     if (has("lies-about-oom") && a.status == "resource_exceeded") {
       a.status = "ok";
       a.state = "RUNNING";
@@ -920,6 +951,7 @@ int main(int argc, char** argv) {
     }
     const auto revert_t0 = std::chrono::steady_clock::now();
     sandcheck::OpAnswer r = Must(rt.Revert(id), "revert");
+    st.erase("held_mib");  // the holders were the sandbox's processes
     if (has("crash-revert-keeps-state") && st.value("crashed", false) && st.contains("plant")) {
       // What a restart-in-place leaves: the files the sandbox had before it crashed. Replaying
       // the state the sandbox held (the canaries planted before the task) shows the same.

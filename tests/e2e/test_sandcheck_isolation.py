@@ -26,7 +26,8 @@ ISOLATION = {"isolation/" + c for c in (
     "output-collected", "destroy-ends-processes", "clean-after-revert", "no-privileges",
     "runs-in-work", "host-environment-hidden", "shell-state-reverted")}
 LIMITS = {"limits/" + c for c in (
-    "disk-quota", "disk-quota-tmp", "disk-quota-shared", "memory-shared-by-processes", "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
+    "disk-quota", "disk-quota-tmp", "disk-quota-shared", "memory-shared-by-processes", "memory-per-sandbox",
+    "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
 FAILURE = {"failure/" + c for c in ("cannot-execute", "tool-crash", "stages-reported", "clean-after-revert")}
 ALL = ISOLATION | LIMITS | FAILURE
 

@@ -532,6 +532,37 @@ Verdict Expect(TaskRecord& t, const json& p) {
     }
   }
   JudgeEgressEvidence(t, p, f, v);
+  if (t.spec->neighbour) {
+    // The neighbour must really have held its load, or nothing was shown about a limit per
+    // sandbox (a runtime that failed the neighbour would pass by default).
+    const auto& nb = *t.spec->neighbour;
+    const Step* n = t.neighbour ? &*t.neighbour : nullptr;
+    if (n) v.evidence["neighbour"] = ExecEvidence(*n);
+    std::string why;
+    if (!n) {
+      why = t.neighbour_create && !t.neighbour_create->error.empty()
+                ? "its sandbox was not made: " + t.neighbour_create->error
+                : "it did not run";
+    } else if (!n->error.empty()) {
+      why = n->error;
+    } else if (n->answer.status != "ok" || n->answer.exit_code != 0) {
+      why = fmt::format("status {}, exit {}", n->answer.status, n->answer.exit_code);
+    } else if (n->answer.stdout_text.find(nb.stdout_contains) == std::string::npos) {
+      why = fmt::format("its stdout lacks \"{}\"", nb.stdout_contains);
+    }
+    if (!why.empty()) {
+      f.failed.push_back(fmt::format(
+          "the neighbour sandbox did not hold its load ('{}': {}): nothing shows the limit is "
+          "the sandbox's own (cannot judge; never a pass)",
+          nb.command, why));
+    } else {
+      f.held.push_back(fmt::format("beside a neighbour sandbox that held its load ('{}'{})",
+                                   nb.command,
+                                   nb.stdout_contains.empty()
+                                       ? ""
+                                       : fmt::format(": \"{}\"", nb.stdout_contains)));
+    }
+  }
   std::vector<std::string> backends = p["backend_in"];
   if (!backends.empty() && f.failed.empty()) {
     const json* b = AnswerPath(a.extra, "backend");

@@ -129,8 +129,9 @@ class ExpectJudge : public ::testing::Test {
  protected:
   std::pair<std::string, std::string> Judge(const json& params, ExecAnswer a,
                                             const std::function<void(TaskRecord&)>& more = {}) {
-    auto s = Load(
-        params, params.contains("may_refuse") ? json{{"sandbox", json::object()}} : json::object());
+    auto s = Load(params, !task_extra_.is_null()           ? task_extra_
+                          : params.contains("may_refuse") ? json{{"sandbox", json::object()}}
+                                                          : json::object());
     EXPECT_TRUE(s.ok()) << s.status().message();
     scenario_ = std::move(*s);
     ScenarioRun run;
@@ -164,6 +165,7 @@ class ExpectJudge : public ::testing::Test {
   Scenario scenario_;
   TargetInfo info_;
   json evidence_;
+  json task_extra_;  // more keys of the task (null: none)
   std::map<std::string, std::string> harness_ = {{"token", "T0K"}};
 };
 
@@ -501,6 +503,48 @@ TEST_F(ExpectJudge, EgressIsJudgedByTheSinkAndTheMirrorNotByTheOutput) {
   // No local mirror: judged by the output alone (the evidence says so).
   EXPECT_EQ(Judge(untouched, Out("")).first, "pass");
   EXPECT_NE(evidence_["mirror_log"].get<std::string>().find("no local mirror"), std::string::npos);
+}
+
+// Issue 32, limits per sandbox: a task with a neighbour is judged only if the neighbour really
+// held its load; a neighbour that failed is "cannot judge", never a pass.
+TEST_F(ExpectJudge, ANeighbourMustHoldItsLoad) {
+  task_extra_ = {{"sandbox", json::object()},
+                 {"neighbour", {{"command", "sbx-memhog --hold 200"},
+                                {"stdout_contains", "holding 200 MiB"}}}};
+  json p = {{"stdout_contains", "done 160 MiB"}};
+  auto neighbour = [](std::string out, std::string status = "ok") {
+    return [out, status](TaskRecord& r) {
+      r.neighbour.emplace();
+      r.neighbour->phase = "neighbour";
+      r.neighbour->answer.status = status;
+      r.neighbour->answer.exit_code = 0;
+      r.neighbour->answer.stdout_text = out;
+    };
+  };
+  auto held = Judge(p, Out("done 160 MiB"), neighbour("holding 200 MiB pid 4"));
+  EXPECT_EQ(held.first, "pass") << held.second;
+  EXPECT_NE(held.second.find("beside a neighbour sandbox that held its load"), std::string::npos);
+  auto weak = Judge(p, Out("done 160 MiB"), neighbour("sbx-memhog: the holder died"));
+  EXPECT_EQ(weak.first, "fail");
+  EXPECT_NE(weak.second.find("cannot judge"), std::string::npos) << weak.second;
+  EXPECT_EQ(Judge(p, Out("done 160 MiB"), neighbour("holding 200 MiB", "timeout")).first, "fail");
+  EXPECT_EQ(Judge(p, Out("done 160 MiB")).first, "fail");  // never ran
+  // The task's own condition still decides when the neighbour held.
+  EXPECT_EQ(Judge(p, Out("allocated 48 MiB"), neighbour("holding 200 MiB")).first, "fail");
+}
+
+TEST(ExpectParams, ANeighbourNeedsASandboxOfTheTasksOwn) {
+  json nb = {{"command", "sbx-memhog --hold 200"}};
+  auto ok = Load(json::object(), {{"sandbox", json::object()}, {"neighbour", nb}});
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  ASSERT_TRUE(ok->tasks[0].neighbour.has_value());
+  EXPECT_EQ(ok->tasks[0].neighbour->command, "sbx-memhog --hold 200");
+  EXPECT_EQ(ok->tasks[0].neighbour->timeout_s, 20);
+  EXPECT_NE(LoadError(json::object(), {{"neighbour", nb}}).find("only for a task with a sandbox"),
+            std::string::npos);
+  EXPECT_NE(LoadError(json::object(), {{"sandbox", json::object()}, {"neighbour", {{"cmd", "x"}}}})
+                .find("neighbour"),
+            std::string::npos);
 }
 
 TEST(ExpectParams, SinkUntouchedNeedsTheSinksValues) {

@@ -41,6 +41,9 @@ struct TaskRecord {
   nlohmann::json own_request;
   std::string own_sandbox;
   std::optional<Step> own_create, own_destroy;
+  // The task's neighbour (TaskSpec::neighbour): its create, its command, its destroy.
+  std::optional<Step> neighbour_create, neighbour, neighbour_destroy;
+  std::string neighbour_sandbox;
   std::string create_refused;  // why the target refused to create it (may_refuse)
   // kind `expect`: the follow-up command, and the harness's scans of its own host's processes.
   std::optional<Step> then;

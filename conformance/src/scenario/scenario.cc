@@ -498,6 +498,23 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
     t.timeout_s = tr.Number("timeout_s", 20);
     const json* check = tr.Object("check");
     const json* own_sandbox = tr.Object("sandbox");
+    if (const json* nb = tr.Object("neighbour")) {
+      ObjectReader nr(*nb, path + ".neighbour");
+      TaskSpec::Neighbour n;
+      n.command = nr.String("command", "", Required::kYes);
+      n.stdout_contains = nr.String("stdout_contains", "");
+      n.timeout_s = nr.Number("timeout_s", 20);
+      if (sbx::Status st = nr.Finish(); !st.ok()) return wrap(st);
+      if (n.command.empty()) return wrap(sbx::InvalidArgument(path + ".neighbour.command: empty"));
+      if (n.timeout_s <= 0)
+        return wrap(sbx::InvalidArgument(path + ".neighbour.timeout_s: must be > 0"));
+      if (!own_sandbox) {
+        return wrap(sbx::InvalidArgument(
+            path + ".neighbour: only for a task with a sandbox of its own (the neighbour is made "
+                   "before it, with the same request)"));
+      }
+      t.neighbour = std::move(n);
+    }
     if (tr.Has("revert")) t.revert = tr.Bool("revert", true);
     t.canaries_before = tr.Bool("canaries_before", false);
     if (sbx::Status st = tr.Finish(); !st.ok()) return wrap(st);

@@ -61,6 +61,15 @@ struct TaskSpec {
   // task does not give are the scenario's.
   std::optional<SandboxTemplate> sandbox;
   std::optional<bool> revert;  // overrides after_each_task.revert for this task
+  // A neighbour (issue 32: limits per sandbox): a second sandbox of the task's own request,
+  // created first and left holding load (`command`, whose stdout must hold `stdout_contains`)
+  // while the task runs in its own sandbox; destroyed after it. What the neighbour holds may not
+  // count against the task's sandbox. Only for a task with a sandbox of its own.
+  struct Neighbour {
+    std::string command, stdout_contains;
+    double timeout_s = 20;
+  };
+  std::optional<Neighbour> neighbour;
   // Plant the revert canaries BEFORE the task rather than after it: for a task that ends its
   // sandbox (a limit breach), after which nothing can be planted — so the revert of a crashed
   // sandbox is held to the same standard (with after_each_task.canaries).
