@@ -135,6 +135,9 @@ const std::map<std::string, std::string>& Defects() {
        "only HTTP to a listed host and the sandbox's own resolver go through the gateway: every "
        "other connection and datagram (other tcp ports, udp, TLS on 443, IPv6, a query to an "
        "explicit resolver) leaves by the host's own network (EGR-1, SNAP-5)"},
+      {"sni-ignored",
+       "the gateway passes a TLS connection to a listed name through whatever SNI its ClientHello "
+       "names: the SNI is not looked at (EGR-4)"},
       {"host-header-ignored",
        "the gateway lets a connection to a listed host through whatever its Host header names: "
        "the header is not looked at (EGR-1, EGR-3)"},
@@ -757,6 +760,24 @@ int main(int argc, char** argv) {
     if (has("lookalike-names-resolve")) cmd = Lookalikes(cmd, allowed);
     if (has("ports-ignored")) cmd = DropPorts(cmd, allowed);
     if (has("host-header-ignored")) cmd = DropHostHeader(cmd);
+    // sni-ignored: the gateway forwards a ClientHello to the listed name it was sent to,
+    // whatever its SNI names: the probe's SNI becomes the name it connects to (and its report
+    // names the target as asked, below).
+    std::vector<std::pair<std::string, std::string>> sni_swapped;  // {as asked, as run}
+    if (has("sni-ignored")) {
+      static const std::regex tls(R"(tls:([A-Za-z][A-Za-z0-9.-]*):([0-9]+):([A-Za-z0-9.-]+))");
+      std::string out;
+      auto it = std::sregex_iterator(cmd.begin(), cmd.end(), tls);
+      size_t last = 0;
+      for (; it != std::sregex_iterator(); ++it) {
+        const std::smatch& m = *it;
+        std::string run = fmt::format("tls:{}:{}:{}", m[1].str(), m[2].str(), m[1].str());
+        sni_swapped.emplace_back(m.str(), run);
+        out += cmd.substr(last, static_cast<size_t>(m.position()) - last) + run;
+        last = static_cast<size_t>(m.position() + m.length());
+      }
+      cmd = out + cmd.substr(last);
+    }
     if (has("timeout-doubled")) timeout *= 2;
     if (has("wrong-workdir")) cmd = "cd /tmp; " + cmd;
     const bool per_process = st.value("proc_memory", int64_t{0}) > 0 &&
@@ -899,6 +920,13 @@ int main(int argc, char** argv) {
       std::smatch m;
       if (std::regex_search(a.stdout_text, m, holding))
         st["held_mib"] = st.value("held_mib", int64_t{0}) + std::stoll(m[1]);
+    }
+    for (const auto& [asked_target, run_target] : sni_swapped) {
+      const std::string key = "\"" + run_target + "\"";
+      for (size_t at = 0; (at = a.stdout_text.find(key, at)) != std::string::npos;) {
+        a.stdout_text.replace(at + 1, run_target.size(), asked_target);
+        at += asked_target.size() + 2;
+      }
     }
     if (has("lies-about-oom") && a.status == "resource_exceeded") {
       a.status = "ok";

@@ -292,6 +292,28 @@ void JudgeEgressEvidence(const TaskRecord& t, const json& p, Findings& f, Verdic
       }
     }
   }
+  if (p["sink_reached"].is_object() || p["sink_silent"].is_object()) {
+    const bool want = p["sink_reached"].is_object();
+    if (!t.sink_log) {
+      f.failed.push_back("the run has no sink to judge by (cannot judge; never a pass)");
+    } else {
+      v.evidence["sink_log"] = *t.sink_log;
+      if (want && t.sink_log->empty()) {
+        f.failed.push_back(
+            "the harness's sink, the service behind the name, recorded no connection while the "
+            "task ran: the allowed connection did not get through");
+      } else if (want) {
+        f.held.push_back(fmt::format("the harness's sink recorded '{}'", t.sink_log->front()));
+      } else if (!t.sink_log->empty()) {
+        f.failed.push_back(fmt::format(
+            "the harness's sink, the service behind the name, recorded '{}' while the task ran: "
+            "a connection that must be denied got through",
+            t.sink_log->front()));
+      } else {
+        f.held.push_back("the harness's sink recorded nothing");
+      }
+    }
+  }
   const auto not_for = p["mirror_not_for"].get<std::vector<std::string>>();
   if (p["mirror_untouched"].get<bool>() || !not_for.empty()) {
     if (!t.mirror_log) {

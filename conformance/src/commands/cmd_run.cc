@@ -295,7 +295,16 @@ int CmdRun(const std::vector<std::string>& args) {
     } else {
       harness.emplace(std::move(*h));
       ropts.harness = harness->values();
-      if (used.count("sink_connect") || used.count("sink_nc") || used.count("sink_resolver")) {
+      bool sink_service = false;  // a scenario's name served by the sink (a TLS passthrough)
+      for (const auto& s : *scenarios) {
+        for (const auto& [name, fixture] : s.sandbox.services) sink_service |= fixture == "sink";
+        for (const auto& t : s.tasks) {
+          if (!t.sandbox) continue;
+          for (const auto& [name, fixture] : t.sandbox->services) sink_service |= fixture == "sink";
+        }
+      }
+      if (used.count("sink_connect") || used.count("sink_nc") || used.count("sink_resolver") ||
+          (sink_service && ropts.target_local)) {
         // The egress sink (run/sink_fixture.h): its record, not the probe's output, is what a
         // denial is judged by. A run without it skips the tasks that use it (no value).
         log.Progress("starting the egress sink");
@@ -308,6 +317,7 @@ int CmdRun(const std::vector<std::string>& args) {
           ropts.harness["sink_connect"] = sink->probe_args();
           ropts.harness["sink_nc"] = sink->nc_target();
           ropts.harness["sink_resolver"] = sink->resolver();
+          ropts.fixtures["sink"] = sink->tcp_address();
           ctx.fixtures["sink"] = sink->describe();
           ctx.fixtures["sink"]["mode"] = "local";
         }

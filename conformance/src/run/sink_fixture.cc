@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 namespace sandcheck {
 namespace {
@@ -97,10 +99,34 @@ struct SinkFixture::State {
   mutable std::vector<std::string> records;
   size_t control = 0;  // records of the positive control (not counted)
   nlohmann::json control_seen = nlohmann::json::array();
+  int wake = -1;  // eventfd: stops the thread
+  std::thread thread;
 
   ~State() {
+    if (thread.joinable()) {
+      uint64_t one = 1;
+      if (::write(wake, &one, sizeof one) < 0) { /* the thread polls it; nothing else to do */ }
+      thread.join();
+    }
+    if (wake >= 0) ::close(wake);
     for (auto& e : endpoints) {
       if (e.fd >= 0) ::close(e.fd);
+    }
+  }
+
+  // Takes in what arrives as it arrives, so that a connection is recorded before its first
+  // byte back: whoever gets the sink's banner knows the sink recorded it (a probe through a TLS
+  // passthrough waits for it).
+  void Run() {
+    std::vector<pollfd> fds;
+    for (const auto& e : endpoints) fds.push_back({e.fd, POLLIN, 0});
+    fds.push_back({wake, POLLIN, 0});
+    while (true) {
+      int n = ::poll(fds.data(), fds.size(), -1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 || fds.back().revents) return;
+      std::lock_guard<std::mutex> lock(mu);
+      TakeIn();
     }
   }
 
@@ -116,8 +142,12 @@ struct SinkFixture::State {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             break;
           }
-          ::close(c);
           records.push_back(fmt::format("tcp {} from {}", e.label, Printable(peer)));
+          // Recorded first, then the banner (non-blocking: a full buffer loses it, not the
+          // record), then closed.
+          if (::send(c, "sandcheck-sink\n", 15, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+          }
+          ::close(c);
         } else {
           char buf[2048];
           ssize_t n = ::recvfrom(e.fd, buf, sizeof buf, MSG_DONTWAIT,
@@ -201,6 +231,9 @@ sbx::StatusOr<SinkFixture> SinkFixture::Start() {
   }
   st->control = st->records.size();
   st->control_seen = st->records;
+  st->wake = ::eventfd(0, EFD_CLOEXEC);
+  if (st->wake < 0) return sbx::ErrnoStatus("egress sink: eventfd");
+  st->thread = std::thread([raw = st.get()] { raw->Run(); });
 
   const std::string name = kProbeName;
   for (const auto& e : st->endpoints) {
@@ -217,6 +250,8 @@ sbx::StatusOr<SinkFixture> SinkFixture::Start() {
   f.state_ = std::move(st);
   return f;
 }
+
+std::string SinkFixture::tcp_address() const { return state_->endpoints.front().label; }
 
 nlohmann::json SinkFixture::describe() const {
   nlohmann::json eps = nlohmann::json::array();

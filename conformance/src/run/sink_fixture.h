@@ -15,9 +15,12 @@
 // network, or whose traffic beyond tcp/80 goes out unfiltered to the host, does.
 //
 // Start() proves the sink hears (the positive control): the harness connects to and sends to
-// every endpoint itself and finds each in the record before it hands out the addresses. Nothing
-// runs in the background: LogSince() takes in what the kernel holds (the accept queues and the
-// datagram buffers), so whatever reached the sink before the call returned is there.
+// every endpoint itself and finds each in the record before it hands out the addresses. A thread
+// then takes in connections and datagrams as they arrive: a tcp connection is recorded, then
+// gets the banner "sandcheck-sink\n", then is closed, so a probe that reads the banner (through
+// a TLS passthrough) knows it is recorded. LogSince() also takes in what the kernel still holds
+// (the accept queues and the datagram buffers), so whatever reached the sink before the call
+// returned is there.
 //
 // Thread-safety: one owner; LogCount/LogSince are safe from any thread.
 #pragma once
@@ -39,6 +42,9 @@ class SinkFixture {
 
   // sbx-probe's arguments: "--connect KIND:ADDR:PORT[:NAME] ..." for every endpoint.
   const std::string& probe_args() const { return probe_args_; }
+  // "127.0.0.1:P": the tcp endpoint, as the service behind a scenario's name (`"services":
+  // {NAME: "sink"}`: a TLS passthrough that reaches it is recorded like any connection).
+  std::string tcp_address() const;
   // "127.0.0.1 P" (for `nc`), and the explicit resolver ("127.83.84.N" or "127.83.84.N:PORT").
   const std::string& nc_target() const { return nc_target_; }
   const std::string& resolver() const { return resolver_; }

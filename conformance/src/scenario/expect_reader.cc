@@ -222,6 +222,13 @@ sbx::StatusOr<json> ReadExpectation(const json& in, const std::string& path, Exp
     out["sink_untouched"] = nullptr;
     if (r.Bool("sink_untouched", false))
       out["sink_untouched"] = {{"probe_args", "{{harness.sink_connect}}"}};
+    // The sink as the service behind a name (a TLS passthrough): reached, or not at all.
+    for (const char* key : {"sink_reached", "sink_silent"}) {
+      out[key] = nullptr;
+      if (r.Bool(key, false)) out[key] = {{"local", "{{harness.sink_nc}}"}};
+    }
+    if (out["sink_reached"].is_object() && out["sink_silent"].is_object())
+      fail("sink_silent", "not with sink_reached");
     out["mirror_untouched"] = r.Bool("mirror_untouched", false);
     strings("mirror_not_for");
     out["host_absent"] = nullptr;

@@ -79,6 +79,8 @@ const std::vector<KindSpec>& CheckKinds() {
         {"kernel", VT::string, false, nullptr},
         {"namespaces_apart", VT::array, false, json::array()},
         {"sink_untouched", VT::boolean, false, false},
+        {"sink_reached", VT::boolean, false, false},
+        {"sink_silent", VT::boolean, false, false},
         {"mirror_untouched", VT::boolean, false, false},
         {"mirror_not_for", VT::array, false, json::array()}}},
       {"clean_after_revert", false, {{"expect_files", VT::number_integer, false, 0}}},

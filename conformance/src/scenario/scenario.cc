@@ -207,9 +207,9 @@ sbx::Status ReadSandboxInto(const json& j, const std::string& path, SandboxTempl
   if (r.Has("secrets")) t->secrets = r.StringMap("secrets");
   RETURN_IF_ERROR(r.Finish());
   for (const auto& [name, fixture] : t->services) {
-    if (fixture != "mirror") {
-      return sbx::InvalidArgument(
-          fmt::format("{}.services.{}: unknown fixture '{}' (known: mirror)", path, name, fixture));
+    if (fixture != "mirror" && fixture != "sink") {
+      return sbx::InvalidArgument(fmt::format(
+          "{}.services.{}: unknown fixture '{}' (known: mirror, sink)", path, name, fixture));
     }
   }
   static const std::set<std::string> kTrust = {"", "first_party", "verified", "untrusted",

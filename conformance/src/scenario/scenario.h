@@ -46,7 +46,7 @@ struct SandboxTemplate {
   std::string template_name = "sandbox";
   nlohmann::json limits = nlohmann::json::object();  // adapter protocol v1 "limits"
   nlohmann::json egress = {{"rules", nlohmann::json::array()}};
-  std::map<std::string, std::string> services;  // name → fixture ("mirror")
+  std::map<std::string, std::string> services;  // name → fixture ("mirror", "sink")
   // Optional fields of the protocol's create object ("" / empty = not sent). `backend` here
   // wins over --backend (a task that needs one backend names it).
   std::string backend, trust, tenant, tool;
