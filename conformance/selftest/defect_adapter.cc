@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -488,6 +489,26 @@ std::string SandboxOf(const json& in) {
   return in["sandbox"].get<std::string>();
 }
 
+// Joins the namespaces `kinds` of `pid`, in that order; false (errno set) at the first refused.
+bool JoinNamespaces(pid_t pid, std::initializer_list<const char*> kinds, const char** failed) {
+  for (const char* ns : kinds) {
+    int fd = ::open(fmt::format("/proc/{}/ns/{}", pid, ns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::setns(fd, 0) != 0) {
+      *failed = ns;
+      return false;
+    }
+    ::close(fd);
+  }
+  return true;
+}
+
+// Drops to the sandbox process's uid and gid with no supplementary groups (and so no
+// capabilities): what the sandbox's own commands run as.
+bool BecomeUser(long uid, long gid) {
+  return ::setgroups(0, nullptr) == 0 && ::setgid(static_cast<gid_t>(gid)) == 0 &&
+         ::setuid(static_cast<uid_t>(uid)) == 0;
+}
+
 }  // namespace
 
 // shared-pid-namespace, the process that runs the command: what a runtime that shares the
@@ -506,19 +527,14 @@ int EnterHidepid(pid_t pid, const std::string& cmd) {
   // Joining the mount namespace makes its root (the sandbox's, after its pivot_root) ours. A
   // descriptor of /proc/PID/root opened before would name a mount of the sandbox's namespace, not
   // of the copy below, and nothing can be mounted through it.
-  for (const char* ns : {"ipc", "uts", "net", "mnt"}) {
-    int fd = ::open(fmt::format("/proc/{}/ns/{}", pid, ns).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || ::setns(fd, 0) != 0) return fail(ns);
-    ::close(fd);
-  }
+  const char* refused = nullptr;
+  if (!JoinNamespaces(pid, {"ipc", "uts", "net", "mnt"}, &refused)) return fail(refused);
   if (::unshare(CLONE_NEWNS) != 0) return fail("unshare(CLONE_NEWNS)");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return fail("private /");
   if (::chdir("/") != 0) return fail("chdir /");
   if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") != 0)
     return fail("mount /proc with hidepid=2");
-  if (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(gid)) != 0 ||
-      ::setuid(static_cast<uid_t>(uid)) != 0)
-    return fail("become the sandbox's user");
+  if (!BecomeUser(uid, gid)) return fail("become the sandbox's user");
   if (::chdir("/work") != 0) return fail("chdir /work");
   ::execle("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr), environ);
   return fail("exec /bin/sh");
@@ -536,11 +552,8 @@ int EnterHostRoot(pid_t pid, const std::string& cmd) {
     return 125;
   };
   auto [uid, gid] = IdsOf(pid);
-  for (const char* ns : {"ipc", "uts", "net", "pid"}) {
-    int fd = ::open(fmt::format("/proc/{}/ns/{}", pid, ns).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || ::setns(fd, 0) != 0) return fail(ns);
-    ::close(fd);
-  }
+  const char* refused = nullptr;
+  if (!JoinNamespaces(pid, {"ipc", "uts", "net", "pid"}, &refused)) return fail(refused);
   if (::unshare(CLONE_NEWNS) != 0) return fail("unshare(CLONE_NEWNS)");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return fail("private /");
   for (const char* dir : {"/tmp", "/var/tmp"}) {
@@ -552,9 +565,7 @@ int EnterHostRoot(pid_t pid, const std::string& cmd) {
   if (child == 0) {
     if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
       _exit(fail("mount /proc"));
-    if (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(gid)) != 0 ||
-        ::setuid(static_cast<uid_t>(uid)) != 0)
-      _exit(fail("become the sandbox's user"));
+    if (!BecomeUser(uid, gid)) _exit(fail("become the sandbox's user"));
     if (::chdir("/tmp") != 0) _exit(fail("chdir /tmp"));
     ::execle("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr), environ);
     _exit(fail("exec /bin/sh"));

@@ -314,7 +314,10 @@ void JudgeEgressEvidence(const TaskRecord& t, const json& p, Findings& f, Verdic
       }
     }
   }
-  const auto not_for = p["mirror_not_for"].get<std::vector<std::string>>();
+  auto not_for = p["mirror_not_for"].get<std::vector<std::string>>();
+  for (auto& n : not_for) {
+    std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+  }
   if (p["mirror_untouched"].get<bool>() || !not_for.empty()) {
     if (!t.mirror_log) {
       v.evidence["mirror_log"] = "none (no local mirror fixture): judged by the output only";
@@ -324,11 +327,7 @@ void JudgeEgressEvidence(const TaskRecord& t, const json& p, Findings& f, Verdic
     std::vector<std::string> hit;
     for (const auto& line : *t.mirror_log) {
       std::string host = MirrorLogHost(line);
-      bool named = std::any_of(not_for.begin(), not_for.end(), [&](std::string n) {
-        std::transform(n.begin(), n.end(), n.begin(),
-                       [](unsigned char c) { return std::tolower(c); });
-        return n == host;
-      });
+      bool named = std::find(not_for.begin(), not_for.end(), host) != not_for.end();
       if (p["mirror_untouched"].get<bool>() || named) hit.push_back(line);
     }
     if (!hit.empty()) {

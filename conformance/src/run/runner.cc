@@ -284,6 +284,13 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
   SubstituteHarness(request, run.harness);
   rec.own_request = RedactSecrets(request);
   bool may_refuse = t.check && t.check->kind == "expect" && t.check->params["may_refuse"];
+  // Whatever happens to the task, a neighbour that was made is destroyed after it.
+  auto destroy_neighbour = [&] {
+    if (rec.neighbour_sandbox.empty()) return true;
+    rec.neighbour_destroy.emplace();
+    return OpStep(run, t.label, "neighbour-destroy", rec.neighbour_sandbox, false,
+                  &*rec.neighbour_destroy);
+  };
   if (t.neighbour) {
     // The neighbour first, holding its load before the task's sandbox exists: a limit shared by
     // the runtime's sandboxes is then already partly spent when the task's is made.
@@ -294,20 +301,11 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
       if (!ExecStep(run, t.label, "neighbour", rec.neighbour_sandbox,
                     SubstituteHarness(t.neighbour->command, run.harness), t.neighbour->timeout_s,
                     &*rec.neighbour)) {
-        rec.neighbour_destroy.emplace();
-        OpStep(run, t.label, "neighbour-destroy", rec.neighbour_sandbox, false,
-               &*rec.neighbour_destroy);
+        destroy_neighbour();
         return false;
       }
     }
   }
-  // Whatever happens to the task, a neighbour that was made is destroyed after it.
-  auto destroy_neighbour = [&] {
-    if (rec.neighbour_sandbox.empty()) return true;
-    rec.neighbour_destroy.emplace();
-    return OpStep(run, t.label, "neighbour-destroy", rec.neighbour_sandbox, false,
-                  &*rec.neighbour_destroy);
-  };
   rec.own_create.emplace();
   if (!CreateStep(run, t.label, "create", request, &*rec.own_create, &rec.own_sandbox,
                   !may_refuse)) {
