@@ -56,6 +56,10 @@ def test_every_scenario_passes_on_microvm(tmp_path, microvm):
     for k, c in checks.items():
         if k in NOT_OFFERED:
             assert c["outcome"] == "skip" and "does not offer backend" in c["reason"], (k, c)
+        elif k == "isolation/suspend-resume":
+            # SNAP-3 is judged by a heartbeat left between commands; in our guest, background
+            # processes end with their command (docs/microvm.md, "Left"): cannot judge, a skip.
+            assert c["outcome"] == "skip" and "background processes" in c["reason"], (k, c)
         else:
             assert c["outcome"] == "pass", (k, c["outcome"], c.get("reason"))
     # The network checks went through the guest's tap and the gateway.

@@ -351,6 +351,82 @@ void JudgeEgressEvidence(const TaskRecord& t, const json& p, Findings& f, Verdic
 // and the harness's) and their granularity. Stated in docs/sandcheck.md.
 double StageBudget(double call_wall_seconds) { return call_wall_seconds * 1.05 + 0.02; }
 
+// SNAP-3 from a heartbeat, judged by the harness's clock (TaskSpec::suspend): the command left a
+// process counting beats. The follow-up's command runs twice: as a control before the suspend
+// and as the follow-up after the resume; each prints the count it read first (`beats`) and the
+// beats of the second after it (`per_second`). Between the end of the control and the start of
+// the follow-up (W seconds) the sandbox was held suspended for F of them (from the end of the
+// suspend call to the start of the resume): the beats gained may be what the awake W - F seconds
+// allow, with a margin (x1.5, +0.5 s, +2 beats), never what all W allow. A count that went back,
+// or a heartbeat that stopped, is a sandbox that was restarted rather than resumed. A heartbeat
+// that did not beat in the control is a runtime that ends background processes with their
+// command: a suspend cannot be seen from inside it (a skip, with the reason; never a pass).
+// Returns the skip's reason, or "" when judged (into f).
+std::string JudgeSuspended(const TaskRecord& t, const json& p, Findings& f, Verdict& v) {
+  if (!p["suspended"].is_object()) return "";
+  if (!t.suspend_control || !t.suspend || !t.resume || !t.then) {
+    f.failed.push_back("the sandbox was not suspended, resumed and looked at (cannot judge)");
+    return "";
+  }
+  auto number = [](const std::string& text, const std::string& ptr) -> std::optional<double> {
+    auto doc = FirstJsonLine(text);
+    if (!doc) return std::nullopt;
+    json::json_pointer jp(ptr);
+    if (!doc->contains(jp) || !(*doc)[jp].is_number()) return std::nullopt;
+    return (*doc)[jp].get<double>();
+  };
+  const std::string beats_ptr = p["suspended"]["beats"], rate_ptr = p["suspended"]["per_second"];
+  const std::string& control_out = t.suspend_control->answer.stdout_text;
+  auto control_beats = number(control_out, beats_ptr);
+  auto control_rate = number(control_out, rate_ptr);
+  auto after = number(t.then->answer.stdout_text, beats_ptr);
+  auto rate = number(t.then->answer.stdout_text, rate_ptr);
+  if (!control_beats || !control_rate || !after || !rate) {
+    f.failed.push_back(fmt::format(
+        "no heartbeat figures ({} and {} in the JSON of the control and of the follow-up): "
+        "cannot judge, never a pass",
+        beats_ptr, rate_ptr));
+    return "";
+  }
+  if (*control_rate < 1) {
+    v.evidence["suspended"] = {{"control_beats_per_second", *control_rate}};
+    return "the heartbeat the command left did not beat in the second after it, before any "
+           "suspend: this target ends a command's background processes with the command, so "
+           "what a suspend does cannot be seen from inside its sandbox";
+  }
+  const double before = *control_beats + *control_rate;  // its last reading
+  const double control_end = t.suspend_control->started_unix + t.suspend_control->wall_seconds;
+  const double wall = t.then->started_unix - control_end;
+  const double frozen = t.resume->started_unix - (t.suspend->started_unix + t.suspend->wall_seconds);
+  const double gained = *after - before;
+  const double allowed = 1.5 * *rate * (std::max(0.0, wall - frozen) + 0.5) + 2;
+  v.evidence["suspended"] = {{"beats_before", before},      {"beats_after", *after},
+                             {"beats_per_second", *rate},   {"harness_seconds", wall},
+                             {"held_suspended_seconds", frozen}, {"beats_allowed", allowed}};
+  if (*rate < 1) {
+    f.failed.push_back(fmt::format(
+        "after the resume the heartbeat no longer beats ({:g} in a second; {:g} before the "
+        "suspend): the sandbox's processes did not come back",
+        *rate, *control_rate));
+  } else if (gained < 0) {
+    f.failed.push_back(fmt::format(
+        "the heartbeat's count went back from {:g} to {:g}: the sandbox was restarted, not "
+        "resumed",
+        before, *after));
+  } else if (gained > allowed) {
+    f.failed.push_back(fmt::format(
+        "the heartbeat kept beating while suspended: {:g} beats in {:.2f} s, of which {:.2f} s "
+        "held suspended; at {:g} beats/s the {:.2f} s awake allow at most {:.0f}",
+        gained, wall, frozen, *rate, std::max(0.0, wall - frozen), allowed));
+  } else {
+    f.held.push_back(fmt::format(
+        "suspended for {:.2f} s of {:.2f} s: the heartbeat gained {:g} beats (at {:g} beats/s "
+        "the awake part allows {:.0f}, all of it {:.0f}) and beats again after the resume",
+        frozen, wall, gained, *rate, allowed, *rate * wall));
+  }
+  return "";
+}
+
 Verdict Expect(TaskRecord& t, const json& p) {
   Verdict v;
   if (!t.own_request.is_null()) {
@@ -553,6 +629,10 @@ Verdict Expect(TaskRecord& t, const json& p) {
     }
   }
   JudgeEgressEvidence(t, p, f, v);
+  if (std::string why = JudgeSuspended(t, p, f, v); !why.empty() && f.failed.empty()) {
+    v.evidence["held"] = f.held;
+    return {Outcome::kSkip, why, v.evidence};
+  }
   if (t.spec->neighbour) {
     // The neighbour must really have held its load, or nothing was shown about a limit per
     // sandbox (a runtime that failed the neighbour would pass by default).

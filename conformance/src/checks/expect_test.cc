@@ -1,5 +1,6 @@
 // The `expect` kind (scenarios isolation, limits, failure, backends): loading its parameters
 // strictly, and judging fabricated evidence — every condition must be able to fail.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -21,8 +22,9 @@ namespace {
 
 using nlohmann::json;
 
-// A one-task scenario whose check is `expect` with `params` (and the task's extra fields).
-std::string Doc(const json& params, const json& task_extra = json::object(),
+// A one-task scenario whose check is `expect` with `params` (and the task's extra fields; a
+// "features" key among them goes to the check).
+std::string Doc(const json& params, json task_extra = json::object(),
                 const std::string& command = "true") {
   json task = {{"id", "t"},
                {"command", command},
@@ -32,6 +34,10 @@ std::string Doc(const json& params, const json& task_extra = json::object(),
                  {"level", "MUST"},
                  {"kind", "expect"},
                  {"params", params}}}};
+  if (task_extra.contains("features")) {
+    task["check"]["features"] = task_extra["features"];
+    task_extra.erase("features");
+  }
   task.update(task_extra);
   json doc = {{"format", 1}, {"name", "x"}, {"sandbox", json::object()}, {"tasks", {task}}};
   return doc.dump();
@@ -711,6 +717,107 @@ TEST(CoverageNotes, StrictParsing) {
        }) {
     EXPECT_FALSE(ParseCoverageNotes(bad, "t").ok()) << bad;
   }
+}
+
+// SNAP-3 (issue 32): a suspend is judged by a heartbeat against the harness's clock, never by the
+// target's answers to suspend and resume.
+TEST(ExpectParams, SuspendedNeedsTheTasksSuspendAFollowUpAndTheFeature) {
+  json p = {{"suspended", json::object()}, {"then", {{"command", "cat /work/hb"}}}};
+  json task = {{"suspend", {{"hold_s", 3}}}, {"features", {"suspend"}}};
+  auto s = Load(p, task);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->tasks[0].suspend->hold_s, 3);
+  EXPECT_EQ(s->tasks[0].check->params["suspended"],
+            json({{"beats", "/beats"}, {"per_second", "/per_second"}}));
+  EXPECT_NE(LoadError(p, {{"features", {"suspend"}}}).find("needs the task's `suspend`"),
+            std::string::npos);
+  EXPECT_NE(LoadError(p, {{"suspend", {{"hold_s", 3}}}}).find("the feature 'suspend'"),
+            std::string::npos);
+  EXPECT_NE(LoadError({{"suspended", json::object()}}, task).find("needs the task's"),
+            std::string::npos);
+  EXPECT_NE(LoadError(p, {{"suspend", {{"hold_s", 0.1}}}, {"features", {"suspend"}}})
+                .find("hold_s: 0.5..30"),
+            std::string::npos);
+  EXPECT_NE(LoadError({{"suspended", {{"beats", "beats"}}}, {"then", {{"command", "x"}}}}, task)
+                .find("a JSON pointer"),
+            std::string::npos);
+}
+
+class SuspendJudge : public ExpectJudge {
+ protected:
+  // The control printed `control_out` and ended at t=100 s (harness clock); the suspend took
+  // 0.05 s from 100.05, the hold ran to `resume_at`, the resume took 0.05 s, and the follow-up
+  // started at `then_at` and printed `then_out`.
+  std::pair<std::string, std::string> Run(const std::string& control_out,
+                                          const std::string& then_out, double resume_at = 103.1,
+                                          double then_at = 103.2) {
+    task_extra_ = {{"suspend", {{"hold_s", 3}}}, {"features", {"suspend"}}};
+    info_.features = {"suspend"};
+    json p = {{"suspended", json::object()},
+              {"then", {{"command", "read the heartbeat"}}}};
+    return Judge(p, Out("{\"beats\":5}\n"), [&](TaskRecord& r) {
+      r.suspend_control.emplace();
+      r.suspend_control->is_exec = true;
+      r.suspend_control->started_unix = 99;
+      r.suspend_control->wall_seconds = 1;
+      r.suspend_control->answer = Out(control_out);
+      r.suspend.emplace();
+      r.suspend->started_unix = 100.05;
+      r.suspend->wall_seconds = 0.05;
+      r.resume.emplace();
+      r.resume->started_unix = resume_at;
+      r.resume->wall_seconds = 0.05;
+      r.then.emplace();
+      r.then->is_exec = true;
+      r.then->started_unix = then_at;
+      r.then->answer = Out(then_out);
+    });
+  }
+  // 20 beats in the control's second: its last reading was 40.
+  static constexpr const char* kControl = R"({"beats":20,"per_second":20})";
+};
+
+TEST_F(SuspendJudge, AFrozenHeartbeatPasses) {
+  // 20 beats/s; 3.2 s between the control and the follow-up, 3 s of it suspended: 0.2 s awake.
+  auto [outcome, reason] = Run(kControl, R"({"beats":45,"per_second":20})");
+  EXPECT_EQ(outcome, "pass") << reason;
+  EXPECT_NE(reason.find("the heartbeat gained 5 beats"), std::string::npos) << reason;
+  EXPECT_EQ(evidence_["suspended"]["beats_before"], 40);
+}
+
+TEST_F(SuspendJudge, AHeartbeatThatKeptBeatingFails) {
+  // A suspend that did nothing: 64 beats in 3.2 s at 20 beats/s.
+  auto [outcome, reason] = Run(kControl, R"({"beats":104,"per_second":20})");
+  EXPECT_EQ(outcome, "fail");
+  EXPECT_NE(reason.find("kept beating while suspended"), std::string::npos) << reason;
+}
+
+TEST_F(SuspendJudge, ASandboxRestartedInsteadOfResumedFails) {
+  auto [o1, r1] = Run(kControl, R"({"beats":3,"per_second":20})");
+  EXPECT_EQ(o1, "fail");
+  EXPECT_NE(r1.find("went back"), std::string::npos) << r1;
+  auto [o2, r2] = Run(kControl, R"({"beats":40,"per_second":0})");
+  EXPECT_EQ(o2, "fail");
+  EXPECT_NE(r2.find("no longer beats"), std::string::npos) << r2;
+}
+
+TEST_F(SuspendJudge, NoFiguresCannotBeJudgedAndNeverPass) {
+  auto [outcome, reason] = Run(kControl, "45\n");
+  EXPECT_EQ(outcome, "fail");
+  EXPECT_NE(reason.find("cannot judge"), std::string::npos) << reason;
+}
+
+TEST_F(SuspendJudge, ARuntimeThatEndsBackgroundProcessesIsASkipNotAFailure) {
+  // Background processes end with their command (our microvm backend): nothing to see.
+  auto [outcome, reason] = Run(R"({"beats":5,"per_second":0})", R"({"beats":5,"per_second":0})");
+  EXPECT_EQ(outcome, "skip") << reason;
+  EXPECT_NE(reason.find("ends a command's background processes"), std::string::npos) << reason;
+}
+
+TEST_F(SuspendJudge, AShortHoldIsJudgedOnTheAwakeTimeOnly) {
+  // A slow resume (the hold ended at 101, the follow-up at 104): 3 s awake allow more beats.
+  auto [outcome, reason] = Run(kControl, R"({"beats":100,"per_second":20})", 101.0, 104.0);
+  EXPECT_EQ(outcome, "pass") << reason;
 }
 
 }  // namespace

@@ -44,6 +44,9 @@ struct TaskRecord {
   // The task's neighbour (TaskSpec::neighbour): its create, its command, its destroy.
   std::optional<Step> neighbour_create, neighbour, neighbour_destroy;
   std::string neighbour_sandbox;
+  // TaskSpec::suspend: the control before it (the follow-up's command, when the check judges
+  // `suspended`), and the suspend and resume calls around the harness's hold.
+  std::optional<Step> suspend_control, suspend, resume;
   std::string create_refused;  // why the target refused to create it (may_refuse)
   // kind `expect`: the follow-up command, and the harness's scans of its own host's processes.
   std::optional<Step> then;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <thread>
 
 #include "checks/checks.h"
 #include "checks/evidence.h"
@@ -101,11 +102,14 @@ bool Runner::ExecStep(ScenarioRun& run, const std::string& label, const std::str
 }
 
 bool Runner::OpStep(ScenarioRun& run, const std::string& label, const std::string& phase,
-                    const std::string& sandbox, bool revert, Step* out) {
+                    const std::string& sandbox, Op op, Step* out) {
   out->phase = phase;
   out->started_unix = NowUnix();
   auto t0 = Clock::now();
-  auto r = revert ? target_.Revert(sandbox) : target_.Destroy(sandbox);
+  auto r = op == Op::kRevert    ? target_.Revert(sandbox)
+           : op == Op::kDestroy ? target_.Destroy(sandbox)
+           : op == Op::kSuspend ? target_.Suspend(sandbox)
+                                : target_.Resume(sandbox);
   out->wall_seconds = Since(t0);
   if (!r.ok()) {
     out->error = r.status().ToString();
@@ -148,7 +152,7 @@ bool Runner::Calibrate(ScenarioRun& run, TaskRecord& rec, const json& request) {
     rec.calibration.push_back(std::move(s));
   }
   Step destroy;
-  bool destroyed = OpStep(run, rec.spec->label, "calibrate-destroy", id, false, &destroy);
+  bool destroyed = OpStep(run, rec.spec->label, "calibrate-destroy", id, Op::kDestroy, &destroy);
   rec.calibration_ops.push_back(destroy);
   return ok && destroyed;
 }
@@ -243,7 +247,7 @@ bool Runner::Bracket(ScenarioRun& run, TaskRecord& rec, const std::string& sandb
   }
   // Leave the sandbox as the task's revert did: clean and usable.
   Step revert;
-  bool ok = OpStep(run, rec.spec->label, "bracket-revert", sandbox, true, &revert);
+  bool ok = OpStep(run, rec.spec->label, "bracket-revert", sandbox, Op::kRevert, &revert);
   rec.bracket.push_back(std::move(revert));
   return ok;
 }
@@ -288,7 +292,7 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
   auto destroy_neighbour = [&] {
     if (rec.neighbour_sandbox.empty()) return true;
     rec.neighbour_destroy.emplace();
-    return OpStep(run, t.label, "neighbour-destroy", rec.neighbour_sandbox, false,
+    return OpStep(run, t.label, "neighbour-destroy", rec.neighbour_sandbox, Op::kDestroy,
                   &*rec.neighbour_destroy);
   };
   if (t.neighbour) {
@@ -318,7 +322,7 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
   bool interrupted = Interrupted();
   if (interrupted) ClearPendingInterrupt();  // still destroy it; a second signal stops that
   rec.own_destroy.emplace();
-  bool destroyed = OpStep(run, t.label, "destroy", rec.own_sandbox, false, &*rec.own_destroy);
+  bool destroyed = OpStep(run, t.label, "destroy", rec.own_sandbox, Op::kDestroy, &*rec.own_destroy);
   destroyed = destroy_neighbour() && destroyed;
   if (interrupted) {
     if (run.abort_error.empty()) run.abort_error = "interrupted";
@@ -377,6 +381,27 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
     rec.gateway_note = "the target does not offer egress.log";
   }
   HostScan(rec, "task");
+  if (t.suspend) {
+    // SNAP-3: suspended for hold_s by the harness's clock, then resumed; the follow-up reads
+    // what the sandbox did meanwhile, and its command run before the suspend is the control.
+    if (t.check && t.check->kind == "expect" && t.check->params["suspended"].is_object()) {
+      progress("control (before the suspend)");
+      rec.suspend_control.emplace();
+      const json& then = t.check->params["then"];
+      if (!ExecStep(run, t.label, "suspend-control", sandbox,
+                    SubstituteHarness(then["command"].get<std::string>(), run.harness),
+                    then["timeout_s"], &*rec.suspend_control))
+        return false;
+    }
+    progress("suspend");
+    rec.suspend.emplace();
+    if (!OpStep(run, t.label, "suspend", sandbox, Op::kSuspend, &*rec.suspend)) return false;
+    progress(fmt::format("held suspended for {:g} s", t.suspend->hold_s));
+    std::this_thread::sleep_for(std::chrono::duration<double>(t.suspend->hold_s));
+    progress("resume");
+    rec.resume.emplace();
+    if (!OpStep(run, t.label, "resume", sandbox, Op::kResume, &*rec.resume)) return false;
+  }
   bool expect = t.check && t.check->kind == "expect";
   const json* then =
       expect && t.check->params["then"].is_object() ? &t.check->params["then"] : nullptr;
@@ -391,7 +416,7 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
     }
     progress("revert");
     rec.revert.emplace();
-    if (!OpStep(run, t.label, "revert", sandbox, true, &*rec.revert)) return false;
+    if (!OpStep(run, t.label, "revert", sandbox, Op::kRevert, &*rec.revert)) return false;
     if (!after.clean_check.empty()) {
       progress("clean check");
       rec.clean_check.emplace();
@@ -428,7 +453,7 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
       // task is not blamed for a sandbox it did not break.
       progress("revert after the follow-up");
       rec.then_revert.emplace();
-      if (!OpStep(run, t.label, "then-revert", sandbox, true, &*rec.then_revert)) return false;
+      if (!OpStep(run, t.label, "then-revert", sandbox, Op::kRevert, &*rec.then_revert)) return false;
     }
   }
   return true;
@@ -482,7 +507,7 @@ ScenarioRun Runner::Run(const Scenario& s) {
       if (shared) {
         run.destroy.emplace();
         log_.Progress("destroy");
-        OpStep(run, "sandbox", "destroy", run.sandbox_id, false, &*run.destroy);
+        OpStep(run, "sandbox", "destroy", run.sandbox_id, Op::kDestroy, &*run.destroy);
       }
     }
   }

@@ -65,8 +65,9 @@ class Runner {
   // (recorded in run.abort_error).
   bool ExecStep(ScenarioRun& run, const std::string& label, const std::string& phase,
                 const std::string& sandbox, const std::string& cmd, double timeout_s, Step* out);
+  enum class Op { kRevert, kDestroy, kSuspend, kResume };
   bool OpStep(ScenarioRun& run, const std::string& label, const std::string& phase,
-              const std::string& sandbox, bool revert, Step* out);
+              const std::string& sandbox, Op op, Step* out);
   // `abort_on_failure` false: a failed create is recorded in `out` only (a refusal the check
   // allows), not as the scenario's abort_error.
   bool CreateStep(ScenarioRun& run, const std::string& label, const std::string& phase,

@@ -231,6 +231,20 @@ sbx::StatusOr<json> ReadExpectation(const json& in, const std::string& path, Exp
       fail("sink_silent", "not with sink_reached");
     out["mirror_untouched"] = r.Bool("mirror_untouched", false);
     strings("mirror_not_for");
+    // SNAP-3: a heartbeat's count in the task's stdout (JSON pointer `beats`) and, in the
+    // follow-up's, its count after the resume and the beats of one second awake (`per_second`).
+    out["suspended"] = nullptr;
+    if (const json* su = r.Object("suspended")) {
+      ObjectReader sr(*su, path + ".suspended");
+      std::string beats = sr.String("beats", "/beats");
+      std::string rate = sr.String("per_second", "/per_second");
+      RETURN_IF_ERROR(sr.Finish());
+      for (const auto& [key, ptr] : {std::pair{"beats", beats}, std::pair{"per_second", rate}}) {
+        if (ptr.empty() || ptr[0] != '/')
+          fail(std::string("suspended.") + key, "a JSON pointer (\"/name\")");
+      }
+      out["suspended"] = {{"beats", beats}, {"per_second", rate}};
+    }
     out["host_absent"] = nullptr;
     if (const json* h = r.Object("host_absent")) {
       ObjectReader hr(*h, path + ".host_absent");

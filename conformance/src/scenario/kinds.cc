@@ -82,7 +82,8 @@ const std::vector<KindSpec>& CheckKinds() {
         {"sink_reached", VT::boolean, false, false},
         {"sink_silent", VT::boolean, false, false},
         {"mirror_untouched", VT::boolean, false, false},
-        {"mirror_not_for", VT::array, false, json::array()}}},
+        {"mirror_not_for", VT::array, false, json::array()},
+        {"suspended", VT::object, false, nullptr}}},
       {"clean_after_revert", false, {{"expect_files", VT::number_integer, false, 0}}},
       {"revert_measured", false, {}},
   };

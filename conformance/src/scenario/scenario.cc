@@ -515,6 +515,15 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
       }
       t.neighbour = std::move(n);
     }
+    if (const json* su = tr.Object("suspend")) {
+      ObjectReader sr(*su, path + ".suspend");
+      TaskSpec::Suspend sp;
+      sp.hold_s = sr.Number("hold_s", 3);
+      if (sbx::Status st = sr.Finish(); !st.ok()) return wrap(st);
+      if (sp.hold_s < 0.5 || sp.hold_s > 30)
+        return wrap(sbx::InvalidArgument(path + ".suspend.hold_s: 0.5..30"));
+      t.suspend = sp;
+    }
     if (tr.Has("revert")) t.revert = tr.Bool("revert", true);
     t.canaries_before = tr.Bool("canaries_before", false);
     if (sbx::Status st = tr.Finish(); !st.ok()) return wrap(st);
@@ -556,6 +565,16 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
               path +
               ".check.params.host_absent.after: 'destroy' needs a task with a sandbox of "
               "its own (the scenario's sandbox is destroyed after all tasks)"));
+        }
+        if (p["suspended"].is_object()) {
+          const auto& f = c->features;
+          if (!t.suspend || !p["then"].is_object() || p["then"]["after_revert"].get<bool>() ||
+              std::find(f.begin(), f.end(), "suspend") == f.end()) {
+            return wrap(sbx::InvalidArgument(
+                path + ".check.params.suspended: needs the task's `suspend`, a `then` that is "
+                       "not after_revert (it reads the heartbeat after the resume) and the "
+                       "feature 'suspend'"));
+          }
         }
         if (p["then"].is_object() && p["then"]["after_revert"].get<bool>() && !reverts) {
           return wrap(sbx::InvalidArgument(

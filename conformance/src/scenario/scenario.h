@@ -70,6 +70,13 @@ struct TaskSpec {
     double timeout_s = 20;
   };
   std::optional<Neighbour> neighbour;
+  // SNAP-3: after the command, the harness suspends the sandbox, holds it suspended for hold_s
+  // by its own clock, and resumes it (phases suspend, resume); the check's `then` runs after the
+  // resume. The expect condition `suspended` judges it from a heartbeat the command left behind.
+  struct Suspend {
+    double hold_s = 3;
+  };
+  std::optional<Suspend> suspend;
   // Plant the revert canaries BEFORE the task rather than after it: for a task that ends its
   // sandbox (a limit breach), after which nothing can be planted — so the revert of a crashed
   // sandbox is held to the same standard (with after_each_task.canaries).
