@@ -102,6 +102,10 @@ const std::map<std::string, std::string>& Defects() {
       {"resume-restarts",
        "resume brings the sandbox back from its golden state, not from the suspended one: the "
        "processes it had are restarted and /work is empty (SNAP-3)"},
+      {"timeout-spares-daemons",
+       "the timeout ends the command's own process (SIGTERM, then SIGKILL after 1 s) and "
+       "nothing it started: setsid'd children run on; each command runs in a PID namespace of "
+       "its own, so the next one's process list does not show them (RES-5, FAIL-4)"},
       {"disk-limit-doubled", "the disk quota applied is twice the one asked for (RES-3)"},
       {"disk-limit-halved", "the disk quota applied is half the one asked for (RES-3)"},
       {"pids-limit-halved", "the pids limit applied is half the one asked for (RES-4)"},
@@ -432,6 +436,39 @@ int64_t Scaled(const json& limits, const char* key, double factor) {
   return static_cast<int64_t>(static_cast<double>(limits[key].get<int64_t>()) * factor);
 }
 
+// "/proc/PID/ns/KIND"'s link ("mnt:[4026532281]"), or "" if it cannot be read.
+std::string NsLink(pid_t pid, const char* kind) {
+  char buf[128];
+  std::string path = pid > 0 ? fmt::format("/proc/{}/ns/{}", pid, kind)
+                             : fmt::format("/proc/self/ns/{}", kind);
+  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+// timeout-spares-daemons: what its timeouts left running are processes of the host's PID
+// namespace in the sandbox's mount namespace `mnt_ns`; killed at the next revert or destroy (the
+// defect is in the timeout only, and the self-test leaves nothing behind).
+void KillSpared(const std::string& mnt_ns) {
+  if (mnt_ns.empty()) return;
+  const std::string host_pid_ns = NsLink(0, "pid");
+  for (int pass = 0; pass < 3; ++pass) {
+    int found = 0;
+    DIR* d = ::opendir("/proc");
+    if (!d) return;
+    while (dirent* e = ::readdir(d)) {
+      pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
+      if (pid <= 1 || pid == ::getpid()) continue;
+      if (NsLink(pid, "mnt") == mnt_ns && NsLink(pid, "pid") == host_pid_ns) {
+        ::kill(pid, SIGKILL);
+        ++found;
+      }
+    }
+    ::closedir(d);
+    if (found == 0) return;
+    ::usleep(50 * 1000);
+  }
+}
+
 std::string ShellQuote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -451,7 +488,7 @@ T Must(sbx::StatusOr<T> v, const char* op) {
 // own user.
 ExecAnswer ExecEntered(Target& rt, const std::string& id, const std::string& cmd, double timeout,
                        std::vector<std::string> flags, const char* self_mode,
-                       bool as_user = false) {
+                       bool as_user = false, std::string* mnt_ns = nullptr) {
   std::random_device rd;
   std::string n = fmt::format("86400{:06}", rd() % 1000000);
   ExecAnswer started =
@@ -460,6 +497,7 @@ ExecAnswer ExecEntered(Target& rt, const std::string& id, const std::string& cmd
   if (started.status != "ok") Die(1, "internal", "a process to enter: " + started.stderr_text);
   pid_t pid = FindHostPid(std::string("sleep\0", 6) + n + std::string("\0", 1), 10);
   if (pid <= 0) Die(1, "internal", "the sandbox's process to enter was not found");
+  if (mnt_ns) *mnt_ns = NsLink(pid, "mnt");
   if (as_user) {
     auto [uid, gid] = IdsOf(pid);
     flags.insert(flags.end(), {"-S", std::to_string(uid), "-G", std::to_string(gid)});
@@ -849,6 +887,32 @@ int main(int argc, char** argv) {
                 << "\n";
       return 0;
     }
+    if (has("timeout-spares-daemons") && cmd.find("setsid ") != std::string::npos) {
+      // The runtime's own timeout: the command's shell gets SIGTERM at the timeout and SIGKILL a
+      // second later, and nothing else does. It runs in the sandbox's namespaces but its PID
+      // namespace (so what it leaves is in none of the sandbox's process lists), as its user;
+      // its output goes through files, which the spared children keep open, not the pipe.
+      std::string wrapped = fmt::format(
+          "sh -c {} > /tmp/.defect-out 2> /tmp/.defect-err & c=$!; "
+          "( sleep {:g}; kill -TERM $c 2>/dev/null; sleep 1; kill -KILL $c 2>/dev/null && "
+          "echo timed-out > /tmp/.defect-killed ) & w=$!; wait $c; st=$?; kill $w 2>/dev/null; "
+          "cat /tmp/.defect-out; cat /tmp/.defect-err >&2; "
+          "[ -e /tmp/.defect-killed ] && echo defect-timed-out >&2; "
+          "rm -f /tmp/.defect-out /tmp/.defect-err /tmp/.defect-killed; exit $st",
+          ShellQuote(cmd), timeout);
+      std::string mnt_ns;
+      ExecAnswer a = ExecEntered(rt, id, wrapped, timeout + 10,
+                                 {"-m", "-u", "-i", "-n", "-r", "-w"}, nullptr, true, &mnt_ns);
+      if (size_t at = a.stderr_text.find("defect-timed-out\n"); at != std::string::npos) {
+        a.stderr_text.erase(at, 17);
+        a.status = "timeout";
+        a.exit_code = 137;
+      }
+      st["spared_mnt_ns"] = mnt_ns;
+      state.Save(outer, st);
+      std::cout << ExecJson(a).dump() << "\n";
+      return 0;
+    }
     if (has("drops-under-load") && state.Tick("drops") % 5 == 0) {
       ExecAnswer dropped;
       dropped.status = "tool_error";
@@ -954,6 +1018,11 @@ int main(int argc, char** argv) {
     state.Save(outer, st);
     std::cout << ExecJson(a).dump() << "\n";
     return 0;
+  }
+  if (st.contains("spared_mnt_ns") && (op == "revert" || op == "destroy")) {
+    KillSpared(st["spared_mnt_ns"].get<std::string>());
+    st.erase("spared_mnt_ns");
+    if (op == "revert") state.Save(outer, st);
   }
   if (op == "revert") {
     if (has("no-revert")) {

@@ -797,9 +797,12 @@ ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
   // timeout (SIGTERM first: the trap prints; then SIGKILL).
   // The trap prints when SIGTERM came, by the sandbox's own clock (/proc/uptime); emulated: at
   // the timeout asked for (twice it with timeout-doubled), without waiting for it for real.
-  if (std::regex_search(cmd, m, std::regex(R"(trap '.*got_term_after_ms.*' TERM; setsid sleep ([0-9]+) & while :; do sleep 0\.1; done$)"))) {
+  // Its second setsid'd child is a heartbeat appending to /work/.heartbeat: emulated as a file
+  // that grows while the orphans live (timeout-leaves-orphans), read by the follow-up below.
+  if (std::regex_search(cmd, m, std::regex(R"(trap '.*got_term_after_ms.*' TERM; setsid sleep ([0-9]+) & setsid sh -c 'while :; do echo x >> /work/\.heartbeat; sleep 0\.1; done' </dev/null >/dev/null 2>&1 & while :; do sleep 0\.1; done$)"))) {
     SpawnHostSleep(sb, m[1]);
     AddProcess(sb, "sleep " + m[1].str());
+    std::ofstream(sb.work + "/.heartbeat") << "x\nx\nx\n";
     double at = timeout_s * (Has(sb, "timeout-doubled") ? 2 : 1);
     Sleep(0.2);
     if (!Has(sb, "timeout-leaves-orphans")) {
@@ -811,6 +814,17 @@ ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
             ? ""
             : json{{"got_term_after_ms", static_cast<int64_t>(at * 1000)}}.dump() + "\n";
     return {"timeout", "RUNNING", 137, told, ""};
+  }
+  // RES-5's follow-up: the process list, then the heartbeat's size twice, 0.5 s apart.
+  if (std::regex_match(cmd, m, std::regex(R"(ps -o pid,args; a=\$\(wc -c < /work/\.heartbeat\); sleep 0\.5; .*heartbeat_grew.*)"))) {
+    ExecOut ps = Interpret(sb, "ps -o pid,args", timeout_s);
+    std::error_code ec;
+    auto size = fs::file_size(sb.work + "/.heartbeat", ec);
+    int64_t a = ec ? 0 : static_cast<int64_t>(size);
+    bool beating = fs::exists(sb.dir + "/procs") &&
+                   Slurp(sb.dir + "/procs").find("sleep ") != std::string::npos;
+    ps.out += json{{"heartbeat_bytes", a}, {"heartbeat_grew", beating ? 10 : 0}}.dump() + "\n";
+    return ps;
   }
   // LC-5: where the command runs (the file it writes in ./ shows in /work, or does not).
   if (cmd == "pwd; echo here > ./sandcheck-here && ls /work") {
