@@ -106,6 +106,10 @@ const std::map<std::string, std::string>& Defects() {
        "the timeout ends the command's own process (SIGTERM, then SIGKILL after 1 s) and "
        "nothing it started: setsid'd children run on; each command runs in a PID namespace of "
        "its own, so the next one's process list does not show them (RES-5, FAIL-4)"},
+      {"shared-tmp-live",
+       "the runtime's sandboxes share one /tmp, emptied whenever one of them is reverted or "
+       "destroyed: a sandbox made later finds nothing, one alive at the same time sees the "
+       "other's files (FS-1, FS-4)"},
       {"disk-limit-doubled", "the disk quota applied is twice the one asked for (RES-3)"},
       {"disk-limit-halved", "the disk quota applied is half the one asked for (RES-3)"},
       {"pids-limit-halved", "the pids limit applied is half the one asked for (RES-4)"},
@@ -246,6 +250,7 @@ class State {
     std::ofstream(Path(id)) << j.dump() << "\n";
   }
   void Drop(const std::string& id) const { ::unlink(Path(id).c_str()); }
+  const std::string& dir() const { return dir_; }
   // The sum of the number `key` over every sandbox's state (memory-limit-shared: what the live
   // sandboxes hold).
   int64_t SumOver(const std::string& key) const {
@@ -293,6 +298,13 @@ class State {
   }
   std::string dir_;
 };
+
+// shared-tmp-live: the one /tmp of every sandbox (mode 1777, as a /tmp is), beside the state.
+std::string SharedTmpDir(const State& state) {
+  std::string dir = state.dir() + "/.shared-tmp";
+  if (::mkdir(dir.c_str(), 01777) == 0) ::chmod(dir.c_str(), 01777);  // past the umask
+  return dir;
+}
 
 json ExecJson(const ExecAnswer& a) {
   json j = a.extra;
@@ -484,11 +496,12 @@ T Must(sbx::StatusOr<T> v, const char* op) {
 // privileged, shared-pid-namespace, egress-beyond-http-open, host-root-private-tmp: runs `cmd`
 // from the host in (some of) the namespaces of a process the sandbox leaves running for it.
 // `nsenter FLAGS` as root (as_user: as the sandbox's own user); or, with self_mode, this binary's
-// --enter-hidepid (EnterHidepid below) or --enter-host-root (EnterHostRoot), as the sandbox's
-// own user.
+// --enter-hidepid (EnterHidepid below), --enter-host-root (EnterHostRoot) or --enter-shared-tmp
+// (EnterSharedTmp, with `self_arg` its directory), as the sandbox's own user.
 ExecAnswer ExecEntered(Target& rt, const std::string& id, const std::string& cmd, double timeout,
                        std::vector<std::string> flags, const char* self_mode,
-                       bool as_user = false, std::string* mnt_ns = nullptr) {
+                       bool as_user = false, std::string* mnt_ns = nullptr,
+                       const std::string& self_arg = "") {
   std::random_device rd;
   std::string n = fmt::format("86400{:06}", rd() % 1000000);
   ExecAnswer started =
@@ -508,7 +521,9 @@ ExecAnswer ExecEntered(Target& rt, const std::string& id, const std::string& cmd
     ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) Die(1, "internal", "readlink /proc/self/exe failed");
     o.argv = {"/usr/bin/env", "-i", PathOf(pid), std::string(self, static_cast<size_t>(len)),
-              self_mode, std::to_string(pid), cmd};
+              self_mode, std::to_string(pid)};
+    if (!self_arg.empty()) o.argv.push_back(self_arg);
+    o.argv.push_back(cmd);
   } else {
     o.argv = {"/usr/bin/env", "-i", PathOf(pid), "/usr/bin/nsenter", "-t", std::to_string(pid)};
     o.argv.insert(o.argv.end(), flags.begin(), flags.end());
@@ -620,11 +635,48 @@ int EnterHostRoot(pid_t pid, const std::string& cmd) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// shared-tmp-live, the process that runs the command: what a runtime whose sandboxes share one
+// /tmp gives them (cleaned when one is reverted or destroyed, so no sandbox made later finds
+// anything). `dir` (a host directory) is taken as a detached mount before anything is joined;
+// then the IPC, UTS, network, PID and mount namespaces of `pid` (a process of the sandbox), a
+// mount namespace of its own below that one with the shared directory on /tmp, and `cmd` runs as
+// the sandbox process's uid and gid, in /work, in the sandbox's PID namespace.
+int EnterSharedTmp(pid_t pid, const std::string& dir, const std::string& cmd) {
+  auto fail = [](const char* what) {
+    std::fprintf(stderr, "defect shared-tmp-live: %s: %s\n", what, std::strerror(errno));
+    return 125;
+  };
+  auto [uid, gid] = IdsOf(pid);
+  int tree = ::open_tree(AT_FDCWD, dir.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (tree < 0) return fail("open_tree of the shared directory");
+  const char* refused = nullptr;
+  if (!JoinNamespaces(pid, {"ipc", "uts", "net", "pid", "mnt"}, &refused)) return fail(refused);
+  if (::unshare(CLONE_NEWNS) != 0) return fail("unshare(CLONE_NEWNS)");
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return fail("private /");
+  if (::move_mount(tree, "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    return fail("mount the shared directory on /tmp");
+  ::close(tree);
+  pid_t child = ::fork();  // the first child is the one in the sandbox's PID namespace
+  if (child < 0) return fail("fork");
+  if (child == 0) {
+    if (!BecomeUser(uid, gid)) _exit(fail("become the sandbox's user"));
+    if (::chdir("/work") != 0) _exit(fail("chdir /work"));
+    ::execle("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr), environ);
+    _exit(fail("exec /bin/sh"));
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "--enter-hidepid")
     return EnterHidepid(static_cast<pid_t>(std::atol(argv[2])), argv[3]);
   if (argc == 4 && std::string(argv[1]) == "--enter-host-root")
     return EnterHostRoot(static_cast<pid_t>(std::atol(argv[2])), argv[3]);
+  if (argc == 5 && std::string(argv[1]) == "--enter-shared-tmp")
+    return EnterSharedTmp(static_cast<pid_t>(std::atol(argv[2])), argv[3], argv[4]);
   const std::string defect = DefectName(argv[0]);
   if (argc >= 2 && std::string(argv[1]) == "--list") {
     for (const auto& [name, what] : Defects()) std::cout << name << "\t" << what << "\n";
@@ -913,6 +965,15 @@ int main(int argc, char** argv) {
       std::cout << ExecJson(a).dump() << "\n";
       return 0;
     }
+    if (has("shared-tmp-live") && cmd.find("sbx-canary") != std::string::npos) {
+      // The commands that plant and look for canaries see the one shared /tmp.
+      const std::string dir = SharedTmpDir(state);
+      std::cout << ExecJson(ExecEntered(rt, id, cmd, timeout, {}, "--enter-shared-tmp", false,
+                                        nullptr, dir))
+                       .dump()
+                << "\n";
+      return 0;
+    }
     if (has("drops-under-load") && state.Tick("drops") % 5 == 0) {
       ExecAnswer dropped;
       dropped.status = "tool_error";
@@ -1018,6 +1079,12 @@ int main(int argc, char** argv) {
     state.Save(outer, st);
     std::cout << ExecJson(a).dump() << "\n";
     return 0;
+  }
+  if (has("shared-tmp-live") && (op == "revert" || op == "destroy")) {
+    // Emptied (not removed: another sandbox may have it mounted on its /tmp).
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(SharedTmpDir(state), ec))
+      std::filesystem::remove_all(e.path(), ec);
   }
   if (st.contains("spared_mnt_ns") && (op == "revert" || op == "destroy")) {
     KillSpared(st["spared_mnt_ns"].get<std::string>());

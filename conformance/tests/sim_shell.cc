@@ -72,13 +72,20 @@ std::string Slurp(const std::string& path) {
 // A real host process `timeout 20 sleep SECONDS` in a session of its own (so that the
 // harness's process scan has something to find), recorded for KillOrphans; and the emulated
 // process list that `ps` shows.
-void SpawnHostSleep(const Sandbox& sb, const std::string& seconds) {
+// With `name`, `timeout 20 sh -c 'sleep 20' NAME` instead: a process whose command line holds
+// NAME (the hung tool's heartbeat, `top -b -d 0.5 -n TOKEN`).
+void SpawnHostSleep(const Sandbox& sb, const std::string& seconds, const std::string& name = "") {
   pid_t pid = ::fork();
   if (pid == 0) {
     ::setsid();
     int null = ::open("/dev/null", O_RDWR);
     for (int fd = 0; fd < 3; ++fd) ::dup2(null, fd);
-    ::execlp("timeout", "timeout", "20", "sleep", seconds.c_str(), static_cast<char*>(nullptr));
+    if (!name.empty()) {
+      ::execlp("timeout", "timeout", "20", "sh", "-c", "sleep 20", name.c_str(),
+               static_cast<char*>(nullptr));
+    } else {
+      ::execlp("timeout", "timeout", "20", "sleep", seconds.c_str(), static_cast<char*>(nullptr));
+    }
     ::_exit(127);
   }
   if (pid > 0) std::ofstream(sb.dir + "/orphans", std::ios::app) << pid << "\n";
@@ -797,12 +804,12 @@ ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
   // timeout (SIGTERM first: the trap prints; then SIGKILL).
   // The trap prints when SIGTERM came, by the sandbox's own clock (/proc/uptime); emulated: at
   // the timeout asked for (twice it with timeout-doubled), without waiting for it for real.
-  // Its second setsid'd child is a heartbeat appending to /work/.heartbeat: emulated as a file
+  // The setsid'd child is a heartbeat (`top -b` writing to /work/.heartbeat): emulated as a file
   // that grows while the orphans live (timeout-leaves-orphans), read by the follow-up below.
-  if (std::regex_search(cmd, m, std::regex(R"(trap '.*got_term_after_ms.*' TERM; setsid sleep ([0-9]+) & setsid sh -c 'while :; do echo x >> /work/\.heartbeat; sleep 0\.1; done' </dev/null >/dev/null 2>&1 & while :; do sleep 0\.1; done$)"))) {
-    SpawnHostSleep(sb, m[1]);
-    AddProcess(sb, "sleep " + m[1].str());
-    std::ofstream(sb.work + "/.heartbeat") << "x\nx\nx\n";
+  if (std::regex_search(cmd, m, std::regex(R"(trap '.*got_term_after_ms.*' TERM; setsid top -b -d 0\.5 -n ([0-9]+) </dev/null >/work/\.heartbeat 2>&1 & while :; do sleep 0\.1; done$)"))) {
+    SpawnHostSleep(sb, "20", "top -b -d 0.5 -n " + m[1].str());
+    AddProcess(sb, "top -b -d 0.5 -n " + m[1].str());
+    std::ofstream(sb.work + "/.heartbeat") << "Mem: 1K used\n";
     double at = timeout_s * (Has(sb, "timeout-doubled") ? 2 : 1);
     Sleep(0.2);
     if (!Has(sb, "timeout-leaves-orphans")) {
@@ -815,14 +822,14 @@ ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
             : json{{"got_term_after_ms", static_cast<int64_t>(at * 1000)}}.dump() + "\n";
     return {"timeout", "RUNNING", 137, told, ""};
   }
-  // RES-5's follow-up: the process list, then the heartbeat's size twice, 0.5 s apart.
-  if (std::regex_match(cmd, m, std::regex(R"(ps -o pid,args; a=\$\(wc -c < /work/\.heartbeat\); sleep 0\.5; .*heartbeat_grew.*)"))) {
+  // RES-5's follow-up: the process list, then the heartbeat's size twice, 1 s apart.
+  if (std::regex_match(cmd, m, std::regex(R"(ps -o pid,args; a=\$\(wc -c < /work/\.heartbeat\); sleep 1; .*heartbeat_grew.*)"))) {
     ExecOut ps = Interpret(sb, "ps -o pid,args", timeout_s);
     std::error_code ec;
     auto size = fs::file_size(sb.work + "/.heartbeat", ec);
     int64_t a = ec ? 0 : static_cast<int64_t>(size);
     bool beating = fs::exists(sb.dir + "/procs") &&
-                   Slurp(sb.dir + "/procs").find("sleep ") != std::string::npos;
+                   Slurp(sb.dir + "/procs").find("top -b") != std::string::npos;
     ps.out += json{{"heartbeat_bytes", a}, {"heartbeat_grew", beating ? 10 : 0}}.dump() + "\n";
     return ps;
   }

@@ -24,7 +24,8 @@ ISOLATION = {"isolation/" + c for c in (
     "host-files-hidden", "system-read-only", "pid-namespace", "traces-written", "nothing-persists",
     "no-egress-reaches-nothing", "no-egress-other-ways", "environment-set", "secret-in-memory", "secret-not-shared",
     "output-collected", "destroy-ends-processes", "clean-after-revert", "no-privileges",
-    "runs-in-work", "host-environment-hidden", "shell-state-reverted", "suspend-resume")}
+    "runs-in-work", "host-environment-hidden", "shell-state-reverted", "suspend-resume",
+    "sibling-hidden")}
 LIMITS = {"limits/" + c for c in (
     "disk-quota", "disk-quota-tmp", "disk-quota-shared", "memory-shared-by-processes", "memory-per-sandbox",
     "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
@@ -39,7 +40,8 @@ REVERTS = {"isolation/clean-after-revert", "limits/clean-after-revert", "failure
 BROKEN = {
     "": set(),
     # FS-4; the one /tmp is not reverted either: its canary survives every revert.
-    "shared-tmp": {"isolation/nothing-persists"} | REVERTS,
+    # A sandbox alive beside it sees the other's /tmp canary (FS-1, FS-3).
+    "shared-tmp": {"isolation/nothing-persists", "isolation/sibling-hidden"} | REVERTS,
     # FS-2; what the sandbox wrote to the system is not reverted either.
     "writable-system": {"isolation/system-read-only"} | REVERTS,
     "host-pid-ns": {"isolation/host-files-hidden", "isolation/pid-namespace"},           # FS-3
@@ -74,7 +76,7 @@ BROKEN = {
     # and its revert keeps what was written outside /work.
     "no-isolation": {"isolation/host-files-hidden", "isolation/system-read-only", "isolation/pid-namespace",
                      "isolation/no-privileges",
-                     "isolation/nothing-persists", "isolation/no-egress-reaches-nothing",
+                     "isolation/nothing-persists", "isolation/no-egress-reaches-nothing", "isolation/sibling-hidden",
                      "isolation/no-egress-other-ways",  # its probe reaches the harness's sink
                      "limits/disk-quota", "limits/disk-quota-tmp", "limits/disk-quota-shared",
                      "limits/memory-shared-by-processes", "limits/fork-bomb-contained",
@@ -83,7 +85,8 @@ BROKEN = {
 
 
 def kill_sim_orphans():
-    """The sim starts real `timeout 20 sleep N` processes; none may outlive a test."""
+    """The sim starts real `timeout 20 sleep N` (and `timeout 20 sh -c ...`) processes; none
+    may outlive a test."""
     for d in pathlib.Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -91,7 +94,7 @@ def kill_sim_orphans():
             argv = (d / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if argv[:3] == [b"timeout", b"20", b"sleep"]:
+        if argv[:3] in ([b"timeout", b"20", b"sleep"], [b"timeout", b"20", b"sh"]):
             try:
                 os.killpg(int(d.name), signal.SIGKILL)
             except OSError:
@@ -202,7 +205,7 @@ def test_evidence_and_report(tmp_path, mirror):
     for key in ("canary_tmp", "canary_var_tmp", "canary_run", "canary_dev_shm"):
         assert not os.path.exists(values[key]), key  # removed at the end of the run
     scans = r.by_id["limits/timeout"]["evidence"]["host_scans"]
-    assert scans[0]["found"] == [] and scans[0]["process"] == f"sleep {values['token_number']}"
+    assert scans[0]["found"] == [] and scans[0]["process"] == f"top -b -d 0.5 -n {values['token_number']}"
     fork = r.by_id["limits/fork-bomb-contained"]["evidence"]["any_of"]
     assert fork[0]["failed"] and not fork[1]["failed"]
 

@@ -651,14 +651,16 @@ Verdict Expect(TaskRecord& t, const json& p) {
     } else if (n->answer.stdout_text.find(nb.stdout_contains) == std::string::npos) {
       why = fmt::format("its stdout lacks \"{}\"", nb.stdout_contains);
     }
+    // The command as it ran (harness values substituted), else as the scenario wrote it.
+    const std::string& shown = n && !n->command.empty() ? n->command : nb.command;
     if (!why.empty()) {
       f.failed.push_back(fmt::format(
-          "the neighbour sandbox did not hold its load ('{}': {}): nothing shows the limit is "
-          "the sandbox's own (cannot judge; never a pass)",
-          nb.command, why));
+          "the neighbour sandbox did not hold its load ('{}': {}): nothing was shown beside it "
+          "(cannot judge; never a pass)",
+          shown, why));
     } else {
       f.held.push_back(fmt::format("beside a neighbour sandbox that held its load ('{}'{})",
-                                   nb.command,
+                                   shown,
                                    nb.stdout_contains.empty()
                                        ? ""
                                        : fmt::format(": \"{}\"", nb.stdout_contains)));
