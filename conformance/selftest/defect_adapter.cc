@@ -16,12 +16,12 @@
 // NOT a runtime: a test double for sandcheck's checks. Every byte of traffic still goes through
 // the reference runtime's own network namespace and gateway (the rewrites below point a request
 // at a host the sandbox may reach; nothing is let out that the gateway would not let out).
-#include <fmt/format.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <fmt/format.h>
 #include <grp.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -125,8 +125,9 @@ const std::map<std::string, std::string>& Defects() {
        "a command that reaches for the host's files runs with the host's root bound in and only "
        "/tmp and /var/tmp made private (fresh tmpfs), in the sandbox's PID, network, IPC and UTS "
        "namespaces, as the sandbox's user: the host's /run and /dev/shm show (FS-1)"},
-      {"wrong-workdir", "commands run in /tmp instead of /work (LC-5): /work stays empty whatever "
-                        "they write"},
+      {"wrong-workdir",
+       "commands run in /tmp instead of /work (LC-5): /work stays empty whatever "
+       "they write"},
       {"leaks-host-env",
        "the runtime hands its own environment to the sandbox, as the demo actor's subprocess.run "
        "does (LC-3, LC-4)"},
@@ -451,8 +452,8 @@ int64_t Scaled(const json& limits, const char* key, double factor) {
 // "/proc/PID/ns/KIND"'s link ("mnt:[4026532281]"), or "" if it cannot be read.
 std::string NsLink(pid_t pid, const char* kind) {
   char buf[128];
-  std::string path = pid > 0 ? fmt::format("/proc/{}/ns/{}", pid, kind)
-                             : fmt::format("/proc/self/ns/{}", kind);
+  std::string path =
+      pid > 0 ? fmt::format("/proc/{}/ns/{}", pid, kind) : fmt::format("/proc/self/ns/{}", kind);
   ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
 }
@@ -499,9 +500,8 @@ T Must(sbx::StatusOr<T> v, const char* op) {
 // --enter-hidepid (EnterHidepid below), --enter-host-root (EnterHostRoot) or --enter-shared-tmp
 // (EnterSharedTmp, with `self_arg` its directory), as the sandbox's own user.
 ExecAnswer ExecEntered(Target& rt, const std::string& id, const std::string& cmd, double timeout,
-                       std::vector<std::string> flags, const char* self_mode,
-                       bool as_user = false, std::string* mnt_ns = nullptr,
-                       const std::string& self_arg = "") {
+                       std::vector<std::string> flags, const char* self_mode, bool as_user = false,
+                       std::string* mnt_ns = nullptr, const std::string& self_arg = "") {
   std::random_device rd;
   std::string n = fmt::format("86400{:06}", rd() % 1000000);
   ExecAnswer started =
@@ -520,8 +520,9 @@ ExecAnswer ExecEntered(Target& rt, const std::string& id, const std::string& cmd
     char self[4096];
     ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) Die(1, "internal", "readlink /proc/self/exe failed");
-    o.argv = {"/usr/bin/env", "-i", PathOf(pid), std::string(self, static_cast<size_t>(len)),
-              self_mode, std::to_string(pid)};
+    o.argv = {"/usr/bin/env", "-i",
+              PathOf(pid),    std::string(self, static_cast<size_t>(len)),
+              self_mode,      std::to_string(pid)};
     if (!self_arg.empty()) o.argv.push_back(self_arg);
     o.argv.push_back(cmd);
   } else {
@@ -599,6 +600,28 @@ int EnterHidepid(pid_t pid, const std::string& cmd) {
   return fail("exec /bin/sh");
 }
 
+// The end of an --enter-* mode that joined a PID namespace (which only children enter): forks,
+// and the child (with mount_proc, after mounting a /proc of that namespace) runs `cmd` with sh as
+// uid/gid in `cwd`; returns its exit status (128 + N if signal N ended it).
+int ShellInChild(long uid, long gid, const char* cwd, const std::string& cmd,
+                 int (*fail)(const char*), bool mount_proc) {
+  pid_t child = ::fork();
+  if (child < 0) return fail("fork");
+  if (child == 0) {
+    if (mount_proc &&
+        ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+      _exit(fail("mount /proc"));
+    if (!BecomeUser(uid, gid)) _exit(fail("become the sandbox's user"));
+    if (::chdir(cwd) != 0) _exit(fail("chdir"));
+    ::execle("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr), environ);
+    _exit(fail("exec /bin/sh"));
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 // host-root-private-tmp, the process that runs the command: what a runtime that binds the host's
 // root into its sandboxes and hides only /tmp and /var/tmp (fresh tmpfs on each) gives them. It
 // joins the IPC, UTS, network and PID namespaces of `pid` (a process of the sandbox), not its
@@ -619,20 +642,7 @@ int EnterHostRoot(pid_t pid, const std::string& cmd) {
     if (::mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=16m") != 0)
       return fail("tmpfs");
   }
-  pid_t child = ::fork();  // the first child is the one in the sandbox's PID namespace
-  if (child < 0) return fail("fork");
-  if (child == 0) {
-    if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
-      _exit(fail("mount /proc"));
-    if (!BecomeUser(uid, gid)) _exit(fail("become the sandbox's user"));
-    if (::chdir("/tmp") != 0) _exit(fail("chdir /tmp"));
-    ::execle("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr), environ);
-    _exit(fail("exec /bin/sh"));
-  }
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return ShellInChild(uid, gid, "/tmp", cmd, fail, true);
 }
 
 // shared-tmp-live, the process that runs the command: what a runtime whose sandboxes share one
@@ -656,18 +666,7 @@ int EnterSharedTmp(pid_t pid, const std::string& dir, const std::string& cmd) {
   if (::move_mount(tree, "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH) != 0)
     return fail("mount the shared directory on /tmp");
   ::close(tree);
-  pid_t child = ::fork();  // the first child is the one in the sandbox's PID namespace
-  if (child < 0) return fail("fork");
-  if (child == 0) {
-    if (!BecomeUser(uid, gid)) _exit(fail("become the sandbox's user"));
-    if (::chdir("/work") != 0) _exit(fail("chdir /work"));
-    ::execle("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr), environ);
-    _exit(fail("exec /bin/sh"));
-  }
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return ShellInChild(uid, gid, "/work", cmd, fail, false);
 }
 
 int main(int argc, char** argv) {

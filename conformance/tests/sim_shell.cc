@@ -806,7 +806,10 @@ ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
   // the timeout asked for (twice it with timeout-doubled), without waiting for it for real.
   // The setsid'd child is a heartbeat (`top -b` writing to /work/.heartbeat): emulated as a file
   // that grows while the orphans live (timeout-leaves-orphans), read by the follow-up below.
-  if (std::regex_search(cmd, m, std::regex(R"(trap '.*got_term_after_ms.*' TERM; setsid top -b -d 0\.5 -n ([0-9]+) </dev/null >/work/\.heartbeat 2>&1 & while :; do sleep 0\.1; done$)"))) {
+  if (std::regex_search(
+          cmd, m,
+          std::regex(
+              R"(trap '.*got_term_after_ms.*' TERM; setsid top -b -d 0\.5 -n ([0-9]+) </dev/null >/work/\.heartbeat 2>&1 & while :; do sleep 0\.1; done$)"))) {
     SpawnHostSleep(sb, "20", "top -b -d 0.5 -n " + m[1].str());
     AddProcess(sb, "top -b -d 0.5 -n " + m[1].str());
     std::ofstream(sb.work + "/.heartbeat") << "Mem: 1K used\n";
@@ -823,7 +826,10 @@ ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
     return {"timeout", "RUNNING", 137, told, ""};
   }
   // RES-5's follow-up: the process list, then the heartbeat's size twice, 1 s apart.
-  if (std::regex_match(cmd, m, std::regex(R"(ps -o pid,args; a=\$\(wc -c < /work/\.heartbeat\); sleep 1; .*heartbeat_grew.*)"))) {
+  if (std::regex_match(
+          cmd, m,
+          std::regex(
+              R"(ps -o pid,args; a=\$\(wc -c < /work/\.heartbeat\); sleep 1; .*heartbeat_grew.*)"))) {
     ExecOut ps = Interpret(sb, "ps -o pid,args", timeout_s);
     std::error_code ec;
     auto size = fs::file_size(sb.work + "/.heartbeat", ec);

@@ -26,6 +26,14 @@ struct Findings {
 
 // Judges an exec answer (and the harness's wall time of the call) against the expectation
 // vocabulary shared by the task, its `then` command and each `any_of` alternative.
+// The number at JSON pointer `ptr` in the first stdout line that is a JSON object, if any.
+std::optional<double> JsonNumberAt(const std::string& text, const std::string& ptr) {
+  auto doc = FirstJsonLine(text);
+  json::json_pointer jp(ptr);
+  if (!doc || !doc->contains(jp) || !(*doc)[jp].is_number()) return std::nullopt;
+  return (*doc)[jp].get<double>();
+}
+
 Findings JudgeAnswer(const ExecAnswer& a, double wall_seconds, const json& e) {
   Findings f;
   auto list = [&](const char* key) { return e[key].get<std::vector<std::string>>(); };
@@ -160,12 +168,8 @@ Findings JudgeAnswer(const ExecAnswer& a, double wall_seconds, const json& e) {
       reported = a.extra["usage"][usage].get<double>();
     }
     if (!ptr.empty()) {
-      auto doc = FirstJsonLine(a.stdout_text);
-      json::json_pointer jp(ptr);
-      if (doc && doc->contains(jp) && (*doc)[jp].is_number()) {
-        measured = (*doc)[jp].get<double>();
-        source = fmt::format("the command's own count ({})", ptr);
-      }
+      measured = JsonNumberAt(a.stdout_text, ptr);
+      if (measured) source = fmt::format("the command's own count ({})", ptr);
     } else if (!last.empty()) {
       // The command's own progress: the number in the LAST line that matches (how far it got
       // before it was stopped).
@@ -368,19 +372,12 @@ std::string JudgeSuspended(const TaskRecord& t, const json& p, Findings& f, Verd
     f.failed.push_back("the sandbox was not suspended, resumed and looked at (cannot judge)");
     return "";
   }
-  auto number = [](const std::string& text, const std::string& ptr) -> std::optional<double> {
-    auto doc = FirstJsonLine(text);
-    if (!doc) return std::nullopt;
-    json::json_pointer jp(ptr);
-    if (!doc->contains(jp) || !(*doc)[jp].is_number()) return std::nullopt;
-    return (*doc)[jp].get<double>();
-  };
   const std::string beats_ptr = p["suspended"]["beats"], rate_ptr = p["suspended"]["per_second"];
   const std::string& control_out = t.suspend_control->answer.stdout_text;
-  auto control_beats = number(control_out, beats_ptr);
-  auto control_rate = number(control_out, rate_ptr);
-  auto after = number(t.then->answer.stdout_text, beats_ptr);
-  auto rate = number(t.then->answer.stdout_text, rate_ptr);
+  auto control_beats = JsonNumberAt(control_out, beats_ptr);
+  auto control_rate = JsonNumberAt(control_out, rate_ptr);
+  auto after = JsonNumberAt(t.then->answer.stdout_text, beats_ptr);
+  auto rate = JsonNumberAt(t.then->answer.stdout_text, rate_ptr);
   if (!control_beats || !control_rate || !after || !rate) {
     f.failed.push_back(fmt::format(
         "no heartbeat figures ({} and {} in the JSON of the control and of the follow-up): "
@@ -397,11 +394,12 @@ std::string JudgeSuspended(const TaskRecord& t, const json& p, Findings& f, Verd
   const double before = *control_beats + *control_rate;  // its last reading
   const double control_end = t.suspend_control->started_unix + t.suspend_control->wall_seconds;
   const double wall = t.then->started_unix - control_end;
-  const double frozen = t.resume->started_unix - (t.suspend->started_unix + t.suspend->wall_seconds);
+  const double frozen =
+      t.resume->started_unix - (t.suspend->started_unix + t.suspend->wall_seconds);
   const double gained = *after - before;
   const double allowed = 1.5 * *rate * (std::max(0.0, wall - frozen) + 0.5) + 2;
-  v.evidence["suspended"] = {{"beats_before", before},      {"beats_after", *after},
-                             {"beats_per_second", *rate},   {"harness_seconds", wall},
+  v.evidence["suspended"] = {{"beats_before", before},           {"beats_after", *after},
+                             {"beats_per_second", *rate},        {"harness_seconds", wall},
                              {"held_suspended_seconds", frozen}, {"beats_allowed", allowed}};
   if (*rate < 1) {
     f.failed.push_back(fmt::format(
@@ -659,11 +657,9 @@ Verdict Expect(TaskRecord& t, const json& p) {
           "(cannot judge; never a pass)",
           shown, why));
     } else {
-      f.held.push_back(fmt::format("beside a neighbour sandbox that held its load ('{}'{})",
-                                   shown,
-                                   nb.stdout_contains.empty()
-                                       ? ""
-                                       : fmt::format(": \"{}\"", nb.stdout_contains)));
+      f.held.push_back(fmt::format(
+          "beside a neighbour sandbox that held its load ('{}'{})", shown,
+          nb.stdout_contains.empty() ? "" : fmt::format(": \"{}\"", nb.stdout_contains)));
     }
   }
   std::vector<std::string> backends = p["backend_in"];

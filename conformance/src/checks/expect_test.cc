@@ -753,8 +753,7 @@ class SuspendJudge : public ExpectJudge {
                                           double then_at = 103.2) {
     task_extra_ = {{"suspend", {{"hold_s", 3}}}, {"features", {"suspend"}}};
     info_.features = {"suspend"};
-    json p = {{"suspended", json::object()},
-              {"then", {{"command", "read the heartbeat"}}}};
+    json p = {{"suspended", json::object()}, {"then", {{"command", "read the heartbeat"}}}};
     return Judge(p, Out("{\"beats\":5}\n"), [&](TaskRecord& r) {
       r.suspend_control.emplace();
       r.suspend_control->is_exec = true;

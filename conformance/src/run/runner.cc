@@ -202,11 +202,13 @@ void Runner::HostScan(TaskRecord& rec, const std::string& after) {
   rec.host_scans.push_back(scan);
 }
 
-bool Runner::ThenStep(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox) {
+bool Runner::ThenStep(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox,
+                      const char* phase, std::optional<Step>* out) {
   const json& then = rec.spec->check->params["then"];
-  rec.then.emplace();
+  std::optional<Step>& step = out ? *out : rec.then;
+  step.emplace();
   std::string cmd = SubstituteHarness(then["command"].get<std::string>(), run.harness);
-  return ExecStep(run, rec.spec->label, "then", sandbox, cmd, then["timeout_s"], &*rec.then);
+  return ExecStep(run, rec.spec->label, phase, sandbox, cmd, then["timeout_s"], &*step);
 }
 
 bool Runner::PlantCanaries(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox) {
@@ -322,7 +324,8 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
   bool interrupted = Interrupted();
   if (interrupted) ClearPendingInterrupt();  // still destroy it; a second signal stops that
   rec.own_destroy.emplace();
-  bool destroyed = OpStep(run, t.label, "destroy", rec.own_sandbox, Op::kDestroy, &*rec.own_destroy);
+  bool destroyed =
+      OpStep(run, t.label, "destroy", rec.own_sandbox, Op::kDestroy, &*rec.own_destroy);
   destroyed = destroy_neighbour() && destroyed;
   if (interrupted) {
     if (run.abort_error.empty()) run.abort_error = "interrupted";
@@ -386,12 +389,7 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
     // what the sandbox did meanwhile, and its command run before the suspend is the control.
     if (t.check && t.check->kind == "expect" && t.check->params["suspended"].is_object()) {
       progress("control (before the suspend)");
-      rec.suspend_control.emplace();
-      const json& then = t.check->params["then"];
-      if (!ExecStep(run, t.label, "suspend-control", sandbox,
-                    SubstituteHarness(then["command"].get<std::string>(), run.harness),
-                    then["timeout_s"], &*rec.suspend_control))
-        return false;
+      if (!ThenStep(run, rec, sandbox, "suspend-control", &rec.suspend_control)) return false;
     }
     progress("suspend");
     rec.suspend.emplace();
@@ -453,7 +451,8 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
       // task is not blamed for a sandbox it did not break.
       progress("revert after the follow-up");
       rec.then_revert.emplace();
-      if (!OpStep(run, t.label, "then-revert", sandbox, Op::kRevert, &*rec.then_revert)) return false;
+      if (!OpStep(run, t.label, "then-revert", sandbox, Op::kRevert, &*rec.then_revert))
+        return false;
     }
   }
   return true;

@@ -82,7 +82,9 @@ class Runner {
   // {{harness.NAME}} value this run does not have or cannot use against this target.
   std::string CannotRun(const TaskSpec& task) const;
   // kind `expect`: the follow-up command (then) and the host process scan (host_absent).
-  bool ThenStep(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);
+  // The check's `then` command, as phase `phase` into `out` (default: "then", rec.then).
+  bool ThenStep(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox,
+                const char* phase = "then", std::optional<Step>* out = nullptr);
   // SNAP-2: canaries before the revert (unless the task ended the sandbox) and the check after.
   bool PlantCanaries(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);
   bool CheckCanaries(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);

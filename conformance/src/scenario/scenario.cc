@@ -571,9 +571,10 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
           if (!t.suspend || !p["then"].is_object() || p["then"]["after_revert"].get<bool>() ||
               std::find(f.begin(), f.end(), "suspend") == f.end()) {
             return wrap(sbx::InvalidArgument(
-                path + ".check.params.suspended: needs the task's `suspend`, a `then` that is "
-                       "not after_revert (it reads the heartbeat after the resume) and the "
-                       "feature 'suspend'"));
+                path +
+                ".check.params.suspended: needs the task's `suspend`, a `then` that is "
+                "not after_revert (it reads the heartbeat after the resume) and the "
+                "feature 'suspend'"));
           }
         }
         if (p["then"].is_object() && p["then"]["after_revert"].get<bool>() && !reverts) {
