@@ -25,8 +25,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/close_range.h>
 #include <linux/capability.h>
+#include <linux/close_range.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
@@ -34,9 +34,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/ipc.h>
 #include <sys/mount.h>
+#include <sys/msg.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -385,7 +389,63 @@ int EmptyDir(int dfd) {
   return err;
 }
 
-// POOL-7: a pooled sandbox is reset before reuse: no process survives and the scratch is empty.
+// The System V objects of the sandbox's IPC namespace (shared memory, message queues,
+// semaphore sets): kernel objects that no file, process or socket holds, so killing every
+// process and emptying the scratch keeps them. Walked by index (the *_STAT_ANY commands:
+// whatever their permissions), removed by id.
+int RemoveSysvIpc() {
+  int err = 0;
+  struct shm_info shm_info;
+  int max = shmctl(0, SHM_INFO, reinterpret_cast<struct shmid_ds*>(&shm_info));
+  for (int i = 0; i <= max; ++i) {
+    struct shmid_ds ds;
+    int id = shmctl(i, SHM_STAT_ANY, &ds);
+    if (id >= 0 && shmctl(id, IPC_RMID, nullptr) != 0) err = errno;
+  }
+  struct msginfo msg_info;
+  max = msgctl(0, MSG_INFO, reinterpret_cast<struct msqid_ds*>(&msg_info));
+  for (int i = 0; i <= max; ++i) {
+    struct msqid_ds ds;
+    int id = msgctl(i, MSG_STAT_ANY, &ds);
+    if (id >= 0 && msgctl(id, IPC_RMID, nullptr) != 0) err = errno;
+  }
+  union {
+    int val;
+    struct semid_ds* buf;
+    unsigned short* array;
+    struct seminfo* info;
+  } arg;
+  struct seminfo sem_info;
+  arg.info = &sem_info;
+  max = semctl(0, 0, SEM_INFO, arg);
+  for (int i = 0; i <= max; ++i) {
+    struct semid_ds ds;
+    arg.buf = &ds;
+    int id = semctl(i, 0, SEM_STAT_ANY, arg);
+    if (id >= 0 && semctl(id, 0, IPC_RMID) != 0) err = errno;
+  }
+  return err;
+}
+
+// The POSIX message queues of the sandbox's IPC namespace. Listing them takes an mqueue file
+// system of this namespace: mounted for the moment over /tmp (just emptied; nothing runs during a
+// reset), emptied, unmounted. A failure is the reset's failure: the pool discards the sandbox.
+int RemovePosixQueues() {
+  if (mount("mqueue", "/tmp", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+    return errno;
+  int err = 0;
+  int fd = open("/tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    err = errno;
+  } else {
+    err = EmptyDir(fd);
+  }
+  if (umount2("/tmp", MNT_DETACH) != 0 && !err) err = errno;
+  return err;
+}
+
+// POOL-7: a pooled sandbox is reset before reuse: no process survives, the scratch is empty, and
+// no IPC object of its namespace is left.
 void HandleReset(const Header& h) {
   // Kill and reap until no child is left: every process of the namespace is our descendant or
   // an orphan reparented to us, and kill(-1) from PID 1 reaches all of them.
@@ -404,6 +464,8 @@ void HandleReset(const Header& h) {
     int e = EmptyDir(fd);
     if (e) err = e;
   }
+  if (int e = RemoveSysvIpc()) err = e;
+  if (int e = RemovePosixQueues()) err = e;
   Send(kResetDone, h.id, err, 0);
 }
 

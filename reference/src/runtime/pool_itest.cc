@@ -65,18 +65,31 @@ TEST_F(WarmPoolRuntime, NoSandboxCrossesTenantsOrToolsAndReuseIsClean) {
   const char* tenants[] = {"alice", "bob"};
   const char* tools[] = {"grep", "curl"};
   std::map<std::string, std::set<std::string>> users;  // sandbox id → "tenant.tool" it served
+  std::map<std::string, std::vector<std::string>> planted;  // "tenant.tool" → its canary tokens
   int reused = 0;
   for (int i = 0; i < 60; ++i) {
     std::string tenant = tenants[rng() % 2], tool = tools[rng() % 2];
     Trust trust = rng() % 3 == 0 ? Trust::kVerified : Trust::kFirstParty;
     if (trust == Trust::kVerified && !HasBackend("oci")) trust = Trust::kFirstParty;
     std::string me = tenant + "." + tool;
-    ExecResult r = Invoke(rt_, tenant, tool, trust,
-                          "echo files=$(ls -A /work /tmp | tr '\\n' ,); echo sleeps=$(ps -o comm | grep -c sleep);"
-                          "touch /work/" + me + " /tmp/" + me + "; (sleep 100 &)");
+    // The IPC objects too (System V and POSIX queues, which no file or process holds): the
+    // canaries of this user's last three invocations must all be gone.
+    std::string checks;
+    auto& mine = planted[me];
+    for (size_t k = mine.size() > 3 ? mine.size() - 3 : 0; k < mine.size(); ++k)
+      checks += "sbx-canary check " + mine[k] + " 0 | grep -v '\"survivors\":\\[\\]'; ";
+    std::string token = "pooltest" + std::to_string(i);
+    mine.push_back(token);
+    ExecResult r = Invoke(
+        rt_, tenant, tool, trust,
+        "echo files=$(ls -A /work /tmp | tr '\\n' ,); echo sleeps=$(ps -o comm | grep -c sleep);" +
+            checks + "sbx-canary plant " + token +
+            " >/dev/null; rm -rf /work/.sbx-canary-* /tmp/sbx-canary-*; touch /work/" + me +
+            " /tmp/" + me + "; (sleep 100 &)");
     ASSERT_EQ(r.status, ExecStatus::kOk) << r.reason;
     // POOL-4, POOL-7: whoever used the sandbox before (only ever the same tenant + tool), its
-    // files and processes are gone: a sandbox is fresh or reset, never handed over dirty.
+    // files, processes and IPC objects are gone: a sandbox is fresh or reset, never handed over
+    // dirty.
     EXPECT_EQ(r.stdout_tail, "files=/tmp:,,/work:,\nsleeps=0\n") << "invocation " << i << " by " << me;
     ASSERT_FALSE(r.sandbox_id.empty());
     auto& u = users[r.sandbox_id];
