@@ -191,6 +191,24 @@ const std::map<std::string, std::string>& Defects() {
        "revert makes a new sandbox from the template without the egress policy the create "
        "request gave: after a revert nothing is reachable, not even the listed host (SNAP-2, "
        "EGR-1)"},
+      // Warm pools that hand a sandbox on (the pool scenario, POOL-1..7, LC-10): destroy keeps
+      // a sandbox made for a tool on a shelf and the next create of the same request takes it.
+      // "Reset" is in place: every process killed but PID 1, the canaries it planted removed,
+      // /work, /tmp, /var/tmp, /dev/shm, /run and $HOME emptied; the namespaces and PID 1 stay.
+      // A sandbox taken from the shelf gets the new request's env and secrets per command.
+      {"pool-reuse-dirty",
+       "a trusted sandbox is kept for the same tenant and tool without any reset: the next one "
+       "finds its files, processes and IPC objects (POOL-7)"},
+      {"pool-crosses-tenants",
+       "a trusted sandbox, reset in place, is kept for the same tool and trust class whatever the "
+       "tenant: another tenant's create takes it (POOL-4)"},
+      {"pool-keeps-untrusted",
+       "an untrusted sandbox, reset in place, is kept for the same tenant and tool and serves "
+       "again (POOL-5, POOL-3); trusted ones are destroyed"},
+      {"pool-reuse-drops-secrets",
+       "a trusted sandbox, reset in place, serves the same tenant and tool again, but the "
+       "commands of a sandbox taken from the shelf get the new request's env without its secrets "
+       "(POOL-2)"},
       // Under load (the load scenario, docs/load.md): one call in five goes wrong.
       {"crosstalk-under-load",
        "every 5th exec answers with the output of the exec before it: a result reaches the "
@@ -699,15 +717,29 @@ int main(int argc, char** argv) {
   json in = json::parse(text, nullptr, false);
   if (!in.is_object()) Die(2, "invalid_argument", "stdin is not one JSON object");
 
+  State state(Env("SANDCHECK_SELFTEST_STATE", "/tmp/sandcheck-selftest-state"));
+  // The credential: $SANDCHECK_SELFTEST_TENANTS ({"TENANT":"TOKEN"}) names the token of a
+  // tenant a create asks for; a sandbox's later calls use the token it was made with.
+  std::string token = Env("SANDCHECK_SELFTEST_TOKEN", "");
+  const json tenant_tokens = json::parse(Env("SANDCHECK_SELFTEST_TENANTS", "{}"), nullptr, false);
+  if (op == "create" && in.contains("tenant") && in["tenant"].is_string() &&
+      tenant_tokens.is_object() && tenant_tokens.contains(in["tenant"].get<std::string>())) {
+    token = tenant_tokens[in["tenant"].get<std::string>()].get<std::string>();
+  } else if (op != "create" && op != "info" && in.contains("sandbox") &&
+             in["sandbox"].is_string()) {
+    json made_with = state.Load(in["sandbox"].get<std::string>());
+    if (made_with.contains("token") && made_with["token"].is_string()) token = made_with["token"];
+  }
   sandcheck::TargetOptions topts;
   topts.spec = Env("SANDCHECK_SELFTEST_TARGET");
-  topts.token = Env("SANDCHECK_SELFTEST_TOKEN", "");
+  topts.token = token;
   topts.call_timeout_s = 120;
   auto made = sandcheck::MakeTarget(topts);
   if (!made.ok()) Die(1, "unavailable", made.status().ToString());
   Target& rt = **made;
-  State state(Env("SANDCHECK_SELFTEST_STATE", "/tmp/sandcheck-selftest-state"));
   auto has = [&](const char* d) { return defect == d; };
+  const bool pools = has("pool-reuse-dirty") || has("pool-crosses-tenants") ||
+                     has("pool-keeps-untrusted") || has("pool-reuse-drops-secrets");
   // The revert-drops-* defects: revert = a new sandbox from the stored create request, less one
   // part of it.
   const bool recreates_on_revert =
@@ -823,8 +855,44 @@ int main(int argc, char** argv) {
         state.Save("recycle-pool", pool);
       }
     }
+    std::string shelf_key;
+    bool from_shelf = false;
+    if (pools && in.contains("tool")) {
+      json k = req;
+      k.erase("env");
+      k.erase("secrets");
+      if (has("pool-crosses-tenants")) k.erase("tenant");
+      shelf_key = k.dump();
+      json shelf = state.Load("pool-shelf");
+      if (shelf.contains(shelf_key) && shelf[shelf_key].is_array() && !shelf[shelf_key].empty()) {
+        json took = shelf[shelf_key].back();
+        shelf[shelf_key].erase(shelf[shelf_key].size() - 1);
+        state.Save("pool-shelf", shelf);
+        id = took["id"].get<std::string>();
+        token = took["token"].get<std::string>();
+        from_shelf = true;
+      }
+    }
     if (id.empty()) id = Must(rt.Create(req), "create");
-    json st = {{"allowed", AllowedHosts(in)}, {"crashed", false}};
+    json st = {{"allowed", AllowedHosts(in)}, {"crashed", false}, {"token", token}};
+    if (!shelf_key.empty()) {
+      st["shelf_key"] = shelf_key;
+      st["trust"] = req.value("trust", "");
+    }
+    if (from_shelf) {
+      // The new request's context, per command (the sandbox was made with another one's).
+      json set = in.value("env", json::object());
+      json unset = json::array();
+      const json secrets = in.value("secrets", json::object());
+      for (const auto& [k, v] : secrets.items()) {
+        if (has("pool-reuse-drops-secrets"))
+          unset.push_back(k);
+        else
+          set[k] = v;
+      }
+      st["env_set"] = set;
+      st["env_unset"] = unset;
+    }
     if (!claim.empty()) st["claim"] = claim;
     if (file_quota > 0) st["file_quota"] = file_quota;
     if (proc_memory > 0) st["proc_memory"] = proc_memory;
@@ -883,6 +951,23 @@ int main(int argc, char** argv) {
         last = static_cast<size_t>(m.position() + m.length());
       }
       cmd = out + cmd.substr(last);
+    }
+    if (st.contains("env_set") || st.contains("env_unset")) {
+      // A sandbox from the pool shelf: this request's context for this command.
+      std::string pre = "exec env";
+      for (const auto& k : st.value("env_unset", json::array()))
+        pre += " -u " + ShellQuote(k.get<std::string>());
+      const json set = st.value("env_set", json::object());
+      for (const auto& [k, v] : set.items())
+        pre += " " + ShellQuote(k + "=" + v.get<std::string>());
+      cmd = pre + " sh -c " + ShellQuote(cmd);
+    }
+    if (pools) {
+      static const std::regex planted(R"(sbx-canary plant ([A-Za-z0-9]+))");
+      for (auto it = std::sregex_iterator(cmd.begin(), cmd.end(), planted);
+           it != std::sregex_iterator(); ++it) {
+        st["planted"].push_back((*it)[1].str());
+      }
     }
     if (has("timeout-doubled")) timeout *= 2;
     if (has("wrong-workdir")) cmd = "cd /tmp; " + cmd;
@@ -1149,6 +1234,27 @@ int main(int argc, char** argv) {
     }
     state.Save(outer, st);
     std::cout << json{{"seconds", secs}}.dump() << "\n";
+    return 0;
+  }
+  if (op == "destroy" && pools && st.contains("shelf_key") && !st.value("crashed", false) &&
+      (st.value("trust", "") == "untrusted") == has("pool-keeps-untrusted")) {
+    // Onto the shelf, reset in place (but for pool-reuse-dirty): what it planted removed, every
+    // process but PID 1 killed, the writable places emptied.
+    if (!has("pool-reuse-dirty")) {
+      std::string reset;
+      for (const auto& t : st.value("planted", json::array()))
+        reset += fmt::format("sbx-canary check {} 0 >/dev/null 2>&1; ", t.get<std::string>());
+      reset +=
+          "kill -9 -1 2>/dev/null; for d in /work /tmp /var/tmp /dev/shm /run \"$HOME\"; do "
+          "find \"$d\" -mindepth 1 -maxdepth 1 -exec rm -rf {} + 2>/dev/null; done; true";
+      ExecAnswer a = Must(rt.Exec(id, reset, 20), "destroy (reset for the shelf)");
+      if (a.status != "ok") Die(1, "internal", "the shelf's reset failed: " + a.stderr_text);
+    }
+    json shelf = state.Load("pool-shelf");
+    shelf[st["shelf_key"].get<std::string>()].push_back({{"id", id}, {"token", token}});
+    state.Save("pool-shelf", shelf);
+    state.Drop(outer);
+    std::cout << json{{"seconds", 0.0}}.dump() << "\n";
     return 0;
   }
   if (op == "destroy" && has("destroy-recycles") && st.contains("key") &&

@@ -295,7 +295,7 @@ def test_reference_passes_every_new_check(tmp_path, root):
     assert r.code == 0, r
     assert not r.failing(), r
     assert [s["name"] for s in r.report["scenarios"]] == [
-        "six-task", "backends", "egress", "failure", "isolation", "limits"]
+        "six-task", "backends", "egress", "failure", "isolation", "limits", "pool"]
     # Only backends this machine lacks may be skipped.
     skipped = {k for k, c in r.by_id.items() if c["outcome"] == "skip"}
     assert all(k.startswith("backends/") for k in skipped), skipped

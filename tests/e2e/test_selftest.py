@@ -17,13 +17,18 @@ from conftest import BUILD, ROOT, run
 DEFECTS = json.loads((ROOT / "conformance/selftest/defects.json").read_text())["defects"]
 ADAPTERS = BUILD / "selftest"
 TOKEN = "selftest-token-0123456789abcdef"
+# The pool scenario's walk names two tenants (sandcheck's adapter-target names for them): the
+# adapter makes each tenant's sandboxes with that tenant's token.
+TOKEN_B = "selftest-token-b-0123456789abcdef"
+TENANTS = {"sandcheck-a": TOKEN, "sandcheck-b": TOKEN_B}
 
 
 @pytest.fixture(scope="module")
 def sandboxd(root_only, tmp_path_factory):
     d = tmp_path_factory.mktemp("selftest")
     cfg = d / "sandboxd.json"
-    cfg.write_text(json.dumps({"tenants": {"selftest": {"token": TOKEN, "max_sandboxes": 64}}}))
+    cfg.write_text(json.dumps({"tenants": {name: {"token": tok, "max_sandboxes": 64}
+                                           for name, tok in TENANTS.items()}}))
     cfg.chmod(0o600)
     sock = d / "sandboxd.sock"
     log_path = d / "sandboxd.log"
@@ -51,7 +56,7 @@ def run_defect(sandboxd, defect, scenarios, extra=()):
     for s in scenarios:
         args += ["--scenario", s]
     env = dict(os.environ, SANDCHECK_SELFTEST_TARGET=f"unix:{sandboxd['socket']}",
-               SANDCHECK_SELFTEST_TOKEN=TOKEN,
+               SANDCHECK_SELFTEST_TOKEN=TOKEN, SANDCHECK_SELFTEST_TENANTS=json.dumps(TENANTS),
                SANDCHECK_SELFTEST_STATE=str(sandboxd["dir"] / f"state-{defect}"))
     r = run(args + list(extra), timeout=900, env=env)
     report_path = out / "report.json"

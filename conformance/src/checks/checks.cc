@@ -108,6 +108,8 @@ void JudgeScenario(ScenarioRun& run, const TargetInfo& info) {
         v = CleanAfterRevert(run, p);
       else if (c->kind == "revert_measured")
         v = RevertMeasured(run);
+      else if (c->kind == "pool_walk")
+        v = PoolWalk(run, p);
       else
         v = {Outcome::kError, "no evaluator for kind " + c->kind, json::object()};
       if (task) {

@@ -27,6 +27,16 @@ struct Step {
   nlohmann::json ToJson() const;
 };
 
+// One sandbox of a pool walk (TaskSpec::Walk): who asked for it, and its three calls.
+struct WalkStep {
+  std::string tenant, tool, trust, token;
+  std::string sandbox;
+  std::optional<Step> create, exec, destroy;
+  std::string
+      refused;  // the create was refused (untrusted code on a backend that will not take it)
+  bool pooled = false;  // a one-shot run through the target's warm pool (exec only, phase walk-run)
+};
+
 struct TaskRecord {
   const TaskSpec* spec = nullptr;
   bool ran = false;
@@ -47,6 +57,14 @@ struct TaskRecord {
   // TaskSpec::suspend: the control before it (the follow-up's command, when the check judges
   // `suspended`), and the suspend and resume calls around the harness's hold.
   std::optional<Step> suspend_control, suspend, resume;
+  // TaskSpec::walk: the steps in order, and the seed the draw used.
+  std::vector<WalkStep> walk;
+  std::string walk_seed;
+  // The harness's own host as the walk's probe would show it (run/pool_walk.h), when the
+  // target's sandboxes run here: a step showing exactly this cannot be told from another.
+  std::string walk_host_identity;
+  // Why the walk has no pooled one-shot lane (the target does not offer RunPooled).
+  std::string walk_pooled_note;
   std::string create_refused;  // why the target refused to create it (may_refuse)
   // kind `expect`: the follow-up command, and the harness's scans of its own host's processes.
   std::optional<Step> then;

@@ -49,6 +49,8 @@ Verdict ExitOk(TaskRecord& t, const nlohmann::json& p);
 Verdict Expect(TaskRecord& t, const nlohmann::json& p);
 Verdict CleanAfterRevert(ScenarioRun& run, const nlohmann::json& p);
 Verdict RevertMeasured(ScenarioRun& run);
+// kind pool_walk (pool_checks.cc): the walk's steps by `rule` (reset, context, tenants, untrusted).
+Verdict PoolWalk(const ScenarioRun& run, const nlohmann::json& p);
 
 // LC-1: what the stages of a call may add up to, given the call's harness-timed wall seconds.
 double StageBudget(double call_wall_seconds);

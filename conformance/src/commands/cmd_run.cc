@@ -44,7 +44,7 @@ Replays scenarios against a sandbox runtime and writes the reports.
                         adapter:PATH (an executable speaking adapter protocol v1)
   --scenario NAME|FILE  a built-in scenario or a scenario file (repeatable; default six-task);
                         all: every built-in scenario below (six-task, backends, egress,
-                        failure, isolation, limits), what certifying a runtime takes;
+                        failure, isolation, limits, pool), what certifying a runtime takes;
                         load: many one-shot runs at once, 0 lost / 0 wrong / 0 leaked
   --var NAME=VALUE      override a scenario variable (repeatable), e.g. mirror_host=mirror.local
   --out DIR             where the reports go (default reports/runs/<run-id>, with reports/runs/latest)
@@ -210,6 +210,11 @@ int CmdRun(const std::vector<std::string>& args) {
       return UsageError("run", st.message());
     expectations = std::move(*e);
   }
+  // The pool walk's second lane goes through the reference's warm pool (RunPooled), as
+  // sandboxd's one-shot runs do; other runs keep the runtime without one.
+  for (const auto& s : *scenarios) {
+    for (const auto& t : s.tasks) topts.reference_warm_pool |= t.walk.has_value();
+  }
   auto target = MakeTarget(topts);
   if (!target.ok() && target.status().code() == sbx::Code::kInvalidArgument) {
     return UsageError("run", target.status().message());
@@ -295,6 +300,18 @@ int CmdRun(const std::vector<std::string>& args) {
     } else {
       harness.emplace(std::move(*h));
       ropts.harness = harness->values();
+      if ((used.count("tenant_a") || used.count("tenant_b")) && ctx.info &&
+          ctx.info->Has("tenants")) {
+        // Two tenants the target serves (the pool walk). An adapter or the in-process reference
+        // takes any name in create's `tenant`; over HTTP the tenant is the credential's.
+        if (topts.spec.rfind("http", 0) == 0 || topts.spec.rfind("unix:", 0) == 0) {
+          std::string mine = ctx.info->raw.value("tenant", "");
+          if (!mine.empty()) ropts.harness["tenant_a"] = mine;
+        } else {
+          ropts.harness["tenant_a"] = "sandcheck-a";
+          ropts.harness["tenant_b"] = "sandcheck-b";
+        }
+      }
       bool sink_service = false;  // a scenario's name served by the sink (a TLS passthrough)
       for (const auto& s : *scenarios) {
         for (const auto& [name, fixture] : s.sandbox.services) sink_service |= fixture == "sink";

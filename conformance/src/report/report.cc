@@ -32,6 +32,22 @@ json TaskJson(const TaskRecord& t) {
     if (*s) steps.push_back(StepJson(**s));
   }
   for (const Step& s : t.bracket) steps.push_back(StepJson(s));
+  json walk = nullptr;
+  if (t.spec->walk) {
+    walk = {{"seed", t.walk_seed}, {"pooled_note", t.walk_pooled_note}, {"steps", json::array()}};
+    for (const WalkStep& w : t.walk) {
+      for (const auto* s : {&w.create, &w.exec, &w.destroy}) {
+        if (*s) steps.push_back(StepJson(**s));
+      }
+      walk["steps"].push_back({{"tenant", w.tenant},
+                               {"tool", w.tool},
+                               {"trust", w.trust},
+                               {"token", w.token},
+                               {"sandbox", w.sandbox},
+                               {"pooled", w.pooled},
+                               {"refused", w.refused}});
+    }
+  }
   // In the order they were made (a follow-up `then` may come before or after the revert).
   std::stable_sort(steps.begin(), steps.end(), [](const json& a, const json& b) {
     return a["started_unix"].get<double>() < b["started_unix"].get<double>();
@@ -64,7 +80,8 @@ json TaskJson(const TaskRecord& t) {
           {"gateway", t.gateway.is_array() ? t.gateway : json(nullptr)},
           {"gateway_note", t.gateway_note},
           {"got", t.got},
-          {"refused", t.refused}};
+          {"refused", t.refused},
+          {"walk", walk}};
 }
 
 // The backend a scenario ran on: as the target reported it in an exec answer, else as asked,

@@ -174,8 +174,15 @@ std::string Runner::CannotRun(const TaskSpec& t) const {
           name, spec->description);
     }
     if (!options_.harness.count(name)) {
-      return fmt::format("not run: this run has no {{{{harness.{}}}}}{}", name,
-                         name == "mirror_addr" ? " (no mirror fixture: --mirror none)" : "");
+      std::string why;
+      if (name == "mirror_addr") why = " (no mirror fixture: --mirror none)";
+      if (name == "tenant_a" || name == "tenant_b") {
+        why = info_.Has("tenants")
+                  ? " (over HTTP a tenant is the credential's, and sandcheck takes one "
+                    "credential: a walk across two tenants needs a second one)"
+                  : " (the target's info does not offer the feature tenants)";
+      }
+      return fmt::format("not run: this run has no {{{{harness.{}}}}}{}", name, why);
     }
   }
   if (t.check && t.check->kind == "expect" && t.check->params["host_absent"].is_object() &&
@@ -284,6 +291,7 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
     return true;
   }
   rec.ran = true;
+  if (t.walk) return RunWalk(run, rec);
   if (!t.sandbox) return RunTaskIn(run, rec, index, run.sandbox_id, scenario_request_);
   // A sandbox of the task's own: fresh for it, destroyed after it whatever happened.
   json request = BuildCreateRequest(*t.sandbox, options_);

@@ -74,6 +74,9 @@ class Runner {
                   const nlohmann::json& request, Step* out, std::string* id,
                   bool abort_on_failure = true);
   bool RunTask(ScenarioRun& run, TaskRecord& rec, size_t index);
+  // TaskSpec::walk (pool_walk.cc): its sandboxes one after the other, each made, probed once
+  // and destroyed.
+  bool RunWalk(ScenarioRun& run, TaskRecord& rec);
   // The task's calls in `sandbox` (the scenario's or the task's own).
   bool RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const std::string& sandbox,
                  const nlohmann::json& request);

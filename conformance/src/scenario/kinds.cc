@@ -50,6 +50,11 @@ const std::vector<KindSpec>& CheckKinds() {
         {"under_stdout", VT::string, false, ""},
         {"over_command", VT::string, false, ""}}},
       {"exit_ok", true, {{"stdout_contains", VT::string, false, ""}}},
+      // POOL-1..5, POOL-7, LC-2, LC-9, LC-10: the scenario's walk (TaskSpec::Walk), by one rule:
+      // reset (nothing of an earlier step in a later one), context (each step's own env and
+      // secret), tenants (an instance serves again only the same tenant, tool and trusted
+      // class), untrusted (an untrusted instance never serves again).
+      {"pool_walk", false, {{"rule", VT::string, true, ""}}},
       // The general kind: what the exec answer, its output and (optionally) a follow-up command
       // must show. Lists accept a string too; see ReadExpectation and docs/scenarios.md.
       {"expect",
@@ -117,6 +122,14 @@ const std::vector<HarnessValueSpec>& HarnessValueSpecs() {
       {"sink_resolver", true,
        "the sink's udp endpoint as an explicit resolver (127.83.84.N, or 127.83.84.N:PORT where "
        "port 53 is taken), for nslookup NAME SERVER"},
+      {"tenant_a", false,
+       "a tenant the target serves (the pool scenario's walk): for an adapter or the in-process "
+       "reference that offers `tenants`, \"sandcheck-a\"; over HTTP (sandboxd), the caller's "
+       "own tenant as GET /v1/info names it"},
+      {"tenant_b", false,
+       "a second tenant: \"sandcheck-b\" for an adapter or the in-process reference that offers "
+       "`tenants`; over HTTP a second credential would be needed, which sandcheck does not take "
+       "yet (so a walk over HTTP is a skip, saying so)"},
       {"token", false, "random hex, new for every run"},
       {"token_number", false, "a random 7-digit number, new for every run"},
       {"mirror_addr", false,

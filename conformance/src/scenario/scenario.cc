@@ -108,6 +108,11 @@ sbx::StatusOr<json> ReadParams(const KindSpec& kind, const json* params, const s
       return sbx::InvalidArgument(path + ".calibration_millicores: must be >= 0");
     }
   }
+  if (kind.kind == "pool_walk") {
+    const std::string rule = out["rule"];
+    if (rule != "reset" && rule != "context" && rule != "tenants" && rule != "untrusted")
+      return sbx::InvalidArgument(path + ".rule: one of reset, context, tenants, untrusted");
+  }
   if (kind.kind == "clean_after_revert" && out["expect_files"].get<int64_t>() < 0) {
     return sbx::InvalidArgument(path + ".expect_files: must be >= 0");
   }
@@ -284,6 +289,12 @@ sbx::Status SubstituteVariables(json& j, const std::map<std::string, std::string
         return sbx::InvalidArgument(fmt::format("{}: unterminated '{{{{' in \"{}\"", where, in));
       }
       std::string name = in.substr(open + 2, close - open - 2);
+      if (name == "walk.token" || name == "walk.earlier") {
+        // A walk's step values (TaskSpec::Walk): the runner's, per step.
+        out += in.substr(pos, close + 2 - pos);
+        pos = close + 2;
+        continue;
+      }
       if (name.rfind("harness.", 0) == 0) {
         // Known only when the task runs (HarnessValueSpecs): left for the runner.
         if (!FindHarnessValue(std::string_view(name).substr(8))) {
@@ -523,6 +534,46 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
       if (sp.hold_s < 0.5 || sp.hold_s > 30)
         return wrap(sbx::InvalidArgument(path + ".suspend.hold_s: 0.5..30"));
       t.suspend = sp;
+    }
+    if (const json* wk = tr.Object("walk")) {
+      ObjectReader wr(*wk, path + ".walk");
+      TaskSpec::Walk w;
+      // A number, or a string of digits (what a --var substitutes).
+      if (wk->contains("steps")) {
+        const json& v = (*wk)["steps"];
+        if (v.is_number_integer()) {
+          w.steps = v.get<int>();
+        } else if (v.is_string() && MatchesName(v.get<std::string>(), "^[0-9]{1,6}$")) {
+          w.steps = std::stoi(v.get<std::string>());
+        } else {
+          return wrap(sbx::InvalidArgument(path + ".walk.steps: an integer"));
+        }
+        wr.Ignore("steps");
+      }
+      w.seed = wr.String("seed", "");
+      for (auto [key, out] :
+           {std::pair{"tenants", &w.tenants}, {"tools", &w.tools}, {"trust", &w.trust}}) {
+        const json* list = wr.Array(key);
+        if (!list || list->size() != 2 ||
+            !std::all_of(list->begin(), list->end(), [](const json& v) {
+              return v.is_string() && !v.get<std::string>().empty();
+            })) {
+          return wrap(sbx::InvalidArgument(
+              fmt::format("{}.walk.{}: two different non-empty strings", path, key)));
+        }
+        for (const auto& v : *list) out->push_back(v.get<std::string>());
+        if ((*out)[0] == (*out)[1])
+          return wrap(sbx::InvalidArgument(
+              fmt::format("{}.walk.{}: two different non-empty strings", path, key)));
+      }
+      if (sbx::Status st = wr.Finish(); !st.ok()) return wrap(st);
+      if (w.steps < 8 || w.steps > 20000)
+        return wrap(sbx::InvalidArgument(path + ".walk.steps: 8..20000"));
+      if (!own_sandbox) {
+        return wrap(sbx::InvalidArgument(
+            path + ".walk: only for a task with a sandbox of its own (each step is one)"));
+      }
+      t.walk = std::move(w);
     }
     if (tr.Has("revert")) t.revert = tr.Bool("revert", true);
     t.canaries_before = tr.Bool("canaries_before", false);

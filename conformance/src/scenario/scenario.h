@@ -77,6 +77,20 @@ struct TaskSpec {
     double hold_s = 3;
   };
   std::optional<Suspend> suspend;
+  // POOL-1..7, LC-2, LC-9, LC-10 (scenario pool): a seeded random walk of `steps` sandboxes, one
+  // after the other, each created with a (tenant, tool, trust) drawn from the lists, given an
+  // environment variable and a secret of its own (SBX_POOL_STEP, SBX_POOL_SECRET), running the
+  // task's command once ({{walk.token}}: the step's canary token; {{walk.earlier}}: the tokens of
+  // the earlier steps it must not see) and destroyed. The draw is repeated (same seed stream)
+  // until the walk holds every transition a pool can get wrong next to each other (the same
+  // tenant and tool twice, trusted and untrusted; another tenant or another tool after a
+  // trusted step). The checks of kind pool_walk judge it (checks/pool_checks.cc).
+  struct Walk {
+    int steps = 16;
+    std::vector<std::string> tenants, tools, trust;
+    std::string seed;  // "" = new per run (a harness value); the report names the seed used
+  };
+  std::optional<Walk> walk;
   // Plant the revert canaries BEFORE the task rather than after it: for a task that ends its
   // sandbox (a limit breach), after which nothing can be planted — so the revert of a crashed
   // sandbox is held to the same standard (with after_each_task.canaries).

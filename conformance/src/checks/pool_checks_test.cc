@@ -1,0 +1,221 @@
+// kind pool_walk (the pool scenario): fabricated walks, each rule shown to fail on the pool
+// defect it names and to pass a runtime that makes every sandbox new — and one that reuses a
+// trusted sandbox for the same tenant and tool, clean.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "checks/checks.h"
+#include "scenario/catalog.h"
+#include "scenario/scenario.h"
+
+namespace sandcheck {
+namespace {
+
+using nlohmann::json;
+
+// One step: who, and the instance it ran in ({"mnt":…, "init_start":…} for a real kernel;
+// booted_unix only, for a gVisor-like kernel).
+struct Fake {
+  std::string tenant, tool, trust;
+  json instance;
+  std::vector<std::string> survivors_of;  // earlier tokens whose canaries it "found"
+  std::string env;                        // "" = its own
+  std::vector<std::string> seen_extra;    // other SBX_POOL_* values a process held
+};
+
+class PoolWalkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = LoadScenarios({"pool"}, {});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    scenario_ = std::move((*s)[0]);
+    info_.features = {"tenants", "trust"};
+    run_.scenario = &scenario_;
+    run_.harness = {{"token", "tok"}};
+    TaskRecord rec;
+    rec.spec = &scenario_.tasks[0];
+    rec.ran = true;
+    rec.walk_seed = "seed";
+    rec.walk_host_identity = json{{"boot_id", "host"}, {"mnt", 1},        {"pid", 2},
+                                  {"net", 3},          {"init_start", 1}, {"booted_unix", 100.0}}
+                                 .dump();
+    run_.tasks.push_back(std::move(rec));
+  }
+
+  void Walk(const std::vector<Fake>& steps) {
+    TaskRecord& rec = run_.tasks[0];
+    std::vector<std::string> tokens;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const Fake& f = steps[i];
+      WalkStep w;
+      w.tenant = f.tenant;
+      w.tool = f.tool;
+      w.trust = f.trust;
+      w.token = fmt::format("tokp{}", i);
+      w.sandbox = fmt::format("sb{}", i);
+      w.create.emplace();
+      w.exec.emplace();
+      w.exec->is_exec = true;
+      std::string earlier;
+      for (const auto& t : tokens) earlier += " " + t;
+      w.exec->command =
+          "sbx-probe --instance; for t in" + earlier + "; do sbx-canary check $t 0; done";
+      std::string out = json{{"instance", f.instance}}.dump() + "\n";
+      out += "env " + (f.env.empty() ? w.token + " s" + w.token : f.env) + "\n";
+      out += "seen SBX_POOL_SECRET=s" + w.token + "\nseen SBX_POOL_STEP=" + w.token + "\n";
+      for (const auto& x : f.seen_extra) out += "seen " + x + "\n";
+      for (const auto& t : tokens) {
+        bool found =
+            std::find(f.survivors_of.begin(), f.survivors_of.end(), t) != f.survivors_of.end();
+        out += json{{"survivors", found ? json::array({"tmp-file"}) : json::array()},
+                    {"checked", {"tmp-file"}}}
+                   .dump() +
+               "\n";
+      }
+      w.exec->answer.stdout_text = out + "probed\n";
+      w.exec->answer.exit_code = 0;
+      w.destroy.emplace();
+      tokens.push_back(w.token);
+      rec.walk.push_back(std::move(w));
+    }
+  }
+
+  std::map<std::string, std::string> Judge() {
+    JudgeScenario(run_, info_);
+    std::map<std::string, std::string> out;
+    for (const auto& c : run_.checks) out[c.spec->id.substr(5)] = OutcomeName(c.raw);
+    return out;
+  }
+  std::string Reason(const std::string& name) {
+    for (const auto& c : run_.checks) {
+      if (c.spec->id == "pool/" + name) return c.reason;
+    }
+    return "";
+  }
+
+  static json Kernel(int mnt, int start) {
+    return {{"boot_id", "host"}, {"mnt", mnt},          {"pid", mnt + 1},
+            {"net", mnt + 2},    {"init_start", start}, {"booted_unix", 100.0}};
+  }
+  // gVisor: no boot_id or mount namespace; PID and network inodes that change per command.
+  static json Sentry(double booted, int pid_ns) {
+    return {{"boot_id", nullptr}, {"mnt", nullptr},  {"pid", pid_ns},
+            {"net", pid_ns + 1},  {"init_start", 6}, {"booted_unix", booted}};
+  }
+
+  Scenario scenario_;
+  TargetInfo info_;
+  ScenarioRun run_;
+};
+
+const std::map<std::string, std::string> kAllPass = {{"reset-before-reuse", "pass"},
+                                                     {"context-injected", "pass"},
+                                                     {"tenants-apart", "pass"},
+                                                     {"untrusted-discarded", "pass"}};
+
+TEST_F(PoolWalkTest, EverySandboxNewPasses) {
+  Walk({{"a", "t1", "first_party", Kernel(10, 100)},
+        {"b", "t1", "first_party", Kernel(20, 200)},
+        {"a", "t1", "untrusted", Sentry(1000.0, 285)},
+        {"a", "t1", "untrusted", Sentry(1001.2, 285)}});
+  EXPECT_EQ(Judge(), kAllPass) << Reason("reset-before-reuse");
+}
+
+TEST_F(PoolWalkTest, CleanReuseBySameTenantAndToolPasses) {
+  Walk({{"a", "t1", "first_party", Kernel(10, 100)},
+        {"a", "t1", "first_party", Kernel(10, 100)},
+        {"b", "t1", "first_party", Kernel(20, 200)}});
+  auto want = kAllPass;
+  want["untrusted-discarded"] = "skip";  // none drawn
+  EXPECT_EQ(Judge(), want);
+  EXPECT_NE(Reason("untrusted-discarded").find("drew no untrusted"), std::string::npos);
+  EXPECT_NE(Reason("tenants-apart").find("1 served again"), std::string::npos);
+}
+
+TEST_F(PoolWalkTest, HandOverToAnotherTenantFailsOnlyTenantsApart) {
+  Walk({{"a", "t1", "first_party", Kernel(10, 100)}, {"b", "t1", "first_party", Kernel(10, 100)}});
+  auto got = Judge();
+  EXPECT_EQ(got["tenants-apart"], "fail");
+  EXPECT_EQ(got["reset-before-reuse"], "pass");
+  EXPECT_NE(Reason("tenants-apart").find("another tenant (POOL-4)"), std::string::npos);
+}
+
+TEST_F(PoolWalkTest, HandOverToAnotherToolOrClassFails) {
+  Walk({{"a", "t1", "first_party", Kernel(10, 100)}, {"a", "t2", "first_party", Kernel(10, 100)}});
+  EXPECT_EQ(Judge()["tenants-apart"], "fail");
+  EXPECT_NE(Reason("tenants-apart").find("another tool (LC-10)"), std::string::npos);
+}
+
+TEST_F(PoolWalkTest, TrustedHandedToUntrustedFailsTenantsApart) {
+  Walk({{"a", "t1", "first_party", Kernel(10, 100)}, {"a", "t1", "untrusted", Kernel(10, 100)}});
+  EXPECT_EQ(Judge()["tenants-apart"], "fail");
+  EXPECT_NE(Reason("tenants-apart").find("trust classes (POOL-1)"), std::string::npos);
+}
+
+TEST_F(PoolWalkTest, UntrustedServedTwiceFailsByBootTimeAlone) {
+  // gVisor-like: the only fact telling sandboxes apart is when their kernel booted.
+  Walk({{"a", "t1", "untrusted", Sentry(1000.0, 285)},
+        {"a", "t1", "untrusted", Sentry(1000.01, 485)}});
+  auto got = Judge();
+  EXPECT_EQ(got["untrusted-discarded"], "fail");
+  EXPECT_EQ(got["tenants-apart"], "pass");
+}
+
+TEST_F(PoolWalkTest, CarriedCanaryOrEnvironmentFailsReset) {
+  Walk({{"a", "t1", "first_party", Kernel(10, 100)},
+        {"a", "t1", "first_party", Kernel(10, 100), {"tokp0"}}});
+  EXPECT_EQ(Judge()["reset-before-reuse"], "fail");
+  run_.tasks[0].walk.clear();
+  Walk({{"a", "t1", "first_party", Kernel(10, 100)},
+        {"a", "t1", "first_party", Kernel(10, 100), {}, "", {"SBX_POOL_STEP=tokp0"}}});
+  auto got = Judge();
+  EXPECT_EQ(got["reset-before-reuse"], "fail");
+  EXPECT_EQ(got["context-injected"], "pass");
+}
+
+TEST_F(PoolWalkTest, MissingSecretFailsContext) {
+  Walk({{"a", "t1", "first_party", Kernel(10, 100)},
+        {"a", "t1", "first_party", Kernel(10, 100), {}, "tokp1 "}});
+  auto got = Judge();
+  EXPECT_EQ(got["context-injected"], "fail");
+  EXPECT_EQ(got["reset-before-reuse"], "pass");
+}
+
+TEST_F(PoolWalkTest, NoInstanceEvidenceOrTheHostsIsASkipNeverAPass) {
+  Walk({{"a", "t1", "first_party", json::object()}, {"b", "t1", "first_party", json::object()}});
+  auto got = Judge();
+  EXPECT_EQ(got["tenants-apart"], "skip");
+  EXPECT_EQ(got["untrusted-discarded"], "skip");
+  run_.tasks[0].walk.clear();
+  json host = json::parse(run_.tasks[0].walk_host_identity);
+  Walk({{"a", "t1", "first_party", host}, {"b", "t1", "first_party", host}});
+  got = Judge();
+  EXPECT_EQ(got["tenants-apart"], "skip");
+  EXPECT_NE(Reason("tenants-apart").find("harness's host"), std::string::npos);
+}
+
+TEST_F(PoolWalkTest, AProbeThatDidNotAnswerIsNotAPass) {
+  Walk({{"a", "t1", "first_party", Kernel(10, 100)}, {"b", "t1", "first_party", Kernel(20, 200)}});
+  run_.tasks[0].walk[1].exec->answer.stdout_text = "";
+  run_.tasks[0].walk[1].exec->answer.exit_code = 127;
+  auto got = Judge();
+  for (const auto& [id, outcome] : got) EXPECT_EQ(outcome, "fail") << id;
+}
+
+TEST_F(PoolWalkTest, NoUntrustedSandboxMadeIsASkip) {
+  Walk({{"a", "t1", "first_party", Kernel(10, 100)}});
+  WalkStep refused;
+  refused.tenant = "a";
+  refused.tool = "t1";
+  refused.trust = "untrusted";
+  refused.refused = "permission_denied: untrusted code needs gvisor";
+  run_.tasks[0].walk.push_back(refused);
+  auto got = Judge();
+  EXPECT_EQ(got["untrusted-discarded"], "skip");
+  EXPECT_NE(Reason("untrusted-discarded").find("refused"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sandcheck
