@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "data"))
 from sandcheck_support import BUILD, sandcheck, validate_report  # noqa: E402
 
-SCENARIOS = ["six-task", "egress", "failure", "isolation", "limits", "backends"]
+SCENARIOS = ["six-task", "egress", "failure", "isolation", "limits", "backends", "pool"]
 NOT_OFFERED = {"backends/kubernetes", "backends/remote"}
 
 

@@ -26,7 +26,7 @@ RUN_ON_WASM = {
     "isolation/secret-not-shared", "isolation/output-collected", "isolation/clean-after-revert",
     "limits/disk-quota", "limits/timeout", "limits/clean-after-revert",
 }
-SCENARIOS = ["six-task", "egress", "failure", "isolation", "limits"]
+SCENARIOS = ["six-task", "egress", "failure", "isolation", "limits", "pool"]
 
 
 @pytest.fixture(scope="module")

@@ -110,6 +110,8 @@ void JudgeScenario(ScenarioRun& run, const TargetInfo& info) {
         v = RevertMeasured(run);
       else if (c->kind == "pool_walk")
         v = PoolWalk(run, p);
+      else if (c->kind == "fresh_vs_revert")
+        v = FreshVsRevert(*task, p);
       else
         v = {Outcome::kError, "no evaluator for kind " + c->kind, json::object()};
       if (task) {

@@ -85,7 +85,9 @@ class PoolWalkTest : public ::testing::Test {
   std::map<std::string, std::string> Judge() {
     JudgeScenario(run_, info_);
     std::map<std::string, std::string> out;
-    for (const auto& c : run_.checks) out[c.spec->id.substr(5)] = OutcomeName(c.raw);
+    for (const auto& c : run_.checks) {
+      if (c.spec->kind == "pool_walk") out[c.spec->id.substr(5)] = OutcomeName(c.raw);
+    }
     return out;
   }
   std::string Reason(const std::string& name) {
@@ -215,6 +217,100 @@ TEST_F(PoolWalkTest, NoUntrustedSandboxMadeIsASkip) {
   auto got = Judge();
   EXPECT_EQ(got["untrusted-discarded"], "skip");
   EXPECT_NE(Reason("untrusted-discarded").find("refused"), std::string::npos);
+}
+
+// PROD-5 (kind fresh_vs_revert, the pool scenario's fresh-per-task): both ways must give a clean
+// sandbox, and delete-and-create is timed against revert.
+class FreshTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = LoadScenarios({"pool"}, {});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    scenario_ = std::move((*s)[0]);
+    info_.features = {"tenants", "trust", "revert", "destroy"};
+    run_.scenario = &scenario_;
+    for (const auto& t : scenario_.tasks) {
+      TaskRecord rec;
+      rec.spec = &t;
+      rec.ran = t.id == "fresh-per-task";
+      if (!rec.ran) rec.skip_reason = "not this test's";
+      run_.tasks.push_back(std::move(rec));
+    }
+  }
+  TaskRecord& Task() {
+    for (auto& t : run_.tasks) {
+      if (t.spec->id == "fresh-per-task") return t;
+    }
+    throw std::runtime_error("no fresh-per-task");
+  }
+  static Step Exec(const std::string& out, double s = 0.01) {
+    Step st;
+    st.is_exec = true;
+    st.answer.exit_code = 0;
+    st.answer.stdout_text = out;
+    st.wall_seconds = s;
+    return st;
+  }
+  static Step Op(double s) {
+    Step st;
+    st.wall_seconds = s;
+    return st;
+  }
+  void Rounds(int n, const std::string& fresh_survivors = "", double create_s = 0.02,
+              const std::string& planted = "\"tmp-file\"") {
+    TaskRecord& t = Task();
+    t.task = Exec("ready\n");
+    for (int i = 0; i < n; ++i) {
+      TaskRecord::FreshRound r;
+      const std::string plant = "{\"planted\":[" + planted + "],\"not_planted\":{},\"port\":0}\n";
+      r.plant_revert = Exec(plant);
+      r.revert = Op(0.005);
+      r.check_revert = Exec("{\"survivors\":[],\"checked\":[\"tmp-file\"]}\n");
+      r.plant_fresh = Exec(plant);
+      r.destroy = Op(0.002);
+      r.create = Op(create_s);
+      r.check_fresh =
+          Exec("{\"survivors\":[" + fresh_survivors + "],\"checked\":[\"tmp-file\"]}\n");
+      t.fresh.push_back(r);
+    }
+  }
+  std::pair<std::string, std::string> Judge() {
+    JudgeScenario(run_, info_);
+    for (const auto& c : run_.checks) {
+      if (c.spec->id == "pool/fresh-per-task") return {OutcomeName(c.raw), c.reason};
+    }
+    return {"", ""};
+  }
+  Scenario scenario_;
+  TargetInfo info_;
+  ScenarioRun run_;
+};
+
+TEST_F(FreshTest, BothWaysCleanPassesWithTheFigures) {
+  Rounds(3);
+  auto [outcome, reason] = Judge();
+  EXPECT_EQ(outcome, "pass") << reason;
+  EXPECT_NE(reason.find("destroy + create + first request p50 0.032 s"), std::string::npos)
+      << reason;
+}
+
+TEST_F(FreshTest, ADestroyThatKeepsTheSandboxFails) {
+  Rounds(3, "\"home-file\",\"process\"");
+  auto [outcome, reason] = Judge();
+  EXPECT_EQ(outcome, "fail");
+  EXPECT_NE(reason.find("in the NEW sandbox) the sandbox still shows home-file, process"),
+            std::string::npos)
+      << reason;
+}
+
+TEST_F(FreshTest, SlowerThanTheBoundFailsAndNothingPlantedCannotPass) {
+  Rounds(3, "", 45.0);
+  EXPECT_EQ(Judge().first, "fail");
+  Task().fresh.clear();
+  Rounds(1, "", 0.02, "");
+  auto [outcome, reason] = Judge();
+  EXPECT_EQ(outcome, "fail");
+  EXPECT_NE(reason.find("nothing was planted"), std::string::npos) << reason;
 }
 
 }  // namespace

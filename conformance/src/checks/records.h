@@ -65,6 +65,14 @@ struct TaskRecord {
   std::string walk_host_identity;
   // Why the walk has no pooled one-shot lane (the target does not offer RunPooled).
   std::string walk_pooled_note;
+  // TaskSpec::fresh: per round, the revert way (plant, revert, check) and the delete-and-create
+  // way (plant, destroy, create, check in the new sandbox).
+  struct FreshRound {
+    std::string revert_token, fresh_token;
+    std::optional<Step> plant_revert, revert, check_revert;
+    std::optional<Step> plant_fresh, destroy, create, check_fresh;
+  };
+  std::vector<FreshRound> fresh;
   std::string create_refused;  // why the target refused to create it (may_refuse)
   // kind `expect`: the follow-up command, and the harness's scans of its own host's processes.
   std::optional<Step> then;

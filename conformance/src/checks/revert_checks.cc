@@ -221,4 +221,70 @@ Verdict RevertMeasured(ScenarioRun& run) {
           v.evidence};
 }
 
+// PROD-5: the task's fresh rounds. Both ways to a clean sandbox must give one — the revert, and
+// delete-and-create (a runtime whose destroy keeps the sandbox for the next create of the same
+// request fails here) — and the harness's clock times both; the figure is the comparison.
+Verdict FreshVsRevert(TaskRecord& t, const nlohmann::json& p) {
+  using nlohmann::json;
+  if (t.fresh.empty()) return Fail("no round ran: nothing to compare");
+  std::vector<double> revert_way, fresh_way;
+  json rounds = json::array();
+  std::vector<std::string> bad;
+  for (size_t i = 0; i < t.fresh.size(); ++i) {
+    const auto& r = t.fresh[i];
+    auto judge = [&](const std::optional<Step>& plant, const std::optional<Step>& check,
+                     const char* way) {
+      auto planted = plant ? ParseCanaryPlant(plant->answer.stdout_text) : std::nullopt;
+      if (!planted || planted->planted.empty()) {
+        bad.push_back(fmt::format("round {}: nothing was planted before the {} ({})", i + 1, way,
+                                  plant ? Told(plant->answer) : "not run"));
+        return;
+      }
+      auto c = check ? ParseCanaryCheck(check->answer.stdout_text) : std::nullopt;
+      if (!c) {
+        bad.push_back(fmt::format("round {}: the first request after the {} did not answer ({})",
+                                  i + 1, way, check ? Told(check->answer) : "not run"));
+      } else if (!c->survivors.empty()) {
+        bad.push_back(fmt::format("round {}: after the {} the sandbox still shows {}", i + 1, way,
+                                  Join(c->survivors, ", ")));
+      }
+    };
+    judge(r.plant_revert, r.check_revert, "revert");
+    judge(r.plant_fresh, r.check_fresh, "destroy and create (in the NEW sandbox)");
+    if (r.revert && r.check_revert)
+      revert_way.push_back(r.revert->wall_seconds + r.check_revert->wall_seconds);
+    if (r.destroy && r.create && r.check_fresh)
+      fresh_way.push_back(r.destroy->wall_seconds + r.create->wall_seconds +
+                          r.check_fresh->wall_seconds);
+    rounds.push_back(
+        {{"revert_s", r.revert ? json(r.revert->wall_seconds) : json()},
+         {"first_after_revert_s", r.check_revert ? json(r.check_revert->wall_seconds) : json()},
+         {"destroy_s", r.destroy ? json(r.destroy->wall_seconds) : json()},
+         {"create_s", r.create ? json(r.create->wall_seconds) : json()},
+         {"first_after_create_s", r.check_fresh ? json(r.check_fresh->wall_seconds) : json()}});
+  }
+  json ev = {{"rounds", rounds}};
+  if (!bad.empty()) return {Outcome::kFail, Join(bad, "; "), ev};
+  if (revert_way.empty() || fresh_way.empty()) return {Outcome::kFail, "no complete round", ev};
+  const double rv = Percentile(revert_way, 50), fr = Percentile(fresh_way, 50);
+  ev["revert_way_p50_s"] = rv;
+  ev["fresh_way_p50_s"] = fr;
+  ev["ratio"] = rv > 0 ? json(fr / rv) : json();
+  const double bound = p["max_fresh_seconds"];
+  std::string figures = fmt::format(
+      "revert + first request p50 {:.3f} s; destroy + create + first request p50 {:.3f} s ({} "
+      "rounds in turn, the harness's clock{})",
+      rv, fr, t.fresh.size(), rv > 0 ? fmt::format("; {:.1f}x the revert", fr / rv) : "");
+  if (fr > bound) {
+    return {Outcome::kFail,
+            fmt::format("delete-and-create is offered but slow: {} (bound {:g} s)", figures, bound),
+            ev};
+  }
+  return {Outcome::kPass,
+          fmt::format("both ways give a clean sandbox (nothing planted before shows after either); "
+                      "{}",
+                      figures),
+          ev};
+}
+
 }  // namespace sandcheck::eval

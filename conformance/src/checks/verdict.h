@@ -49,6 +49,8 @@ Verdict ExitOk(TaskRecord& t, const nlohmann::json& p);
 Verdict Expect(TaskRecord& t, const nlohmann::json& p);
 Verdict CleanAfterRevert(ScenarioRun& run, const nlohmann::json& p);
 Verdict RevertMeasured(ScenarioRun& run);
+// kind fresh_vs_revert (revert_checks.cc): PROD-5, the task's fresh rounds.
+Verdict FreshVsRevert(TaskRecord& t, const nlohmann::json& p);
 // kind pool_walk (pool_checks.cc): the walk's steps by `rule` (reset, context, tenants, untrusted).
 Verdict PoolWalk(const ScenarioRun& run, const nlohmann::json& p);
 

@@ -32,6 +32,12 @@ json TaskJson(const TaskRecord& t) {
     if (*s) steps.push_back(StepJson(**s));
   }
   for (const Step& s : t.bracket) steps.push_back(StepJson(s));
+  for (const auto& r : t.fresh) {
+    for (const auto* s : {&r.plant_revert, &r.revert, &r.check_revert, &r.plant_fresh, &r.destroy,
+                          &r.create, &r.check_fresh}) {
+      if (*s) steps.push_back(StepJson(**s));
+    }
+  }
   json walk = nullptr;
   if (t.spec->walk) {
     walk = {{"seed", t.walk_seed}, {"pooled_note", t.walk_pooled_note}, {"steps", json::array()}};

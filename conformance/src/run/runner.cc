@@ -329,11 +329,14 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
     return true;
   }
   bool ok = RunTaskIn(run, rec, index, rec.own_sandbox, request);
+  if (ok && t.fresh && !Interrupted()) ok = RunFresh(run, rec, rec.own_sandbox, request);
   bool interrupted = Interrupted();
   if (interrupted) ClearPendingInterrupt();  // still destroy it; a second signal stops that
-  rec.own_destroy.emplace();
-  bool destroyed =
-      OpStep(run, t.label, "destroy", rec.own_sandbox, Op::kDestroy, &*rec.own_destroy);
+  bool destroyed = true;
+  if (!rec.own_sandbox.empty()) {  // (a fresh round whose create failed left none)
+    rec.own_destroy.emplace();
+    destroyed = OpStep(run, t.label, "destroy", rec.own_sandbox, Op::kDestroy, &*rec.own_destroy);
+  }
   destroyed = destroy_neighbour() && destroyed;
   if (interrupted) {
     if (run.abort_error.empty()) run.abort_error = "interrupted";

@@ -77,6 +77,10 @@ class Runner {
   // TaskSpec::walk (pool_walk.cc): its sandboxes one after the other, each made, probed once
   // and destroyed.
   bool RunWalk(ScenarioRun& run, TaskRecord& rec);
+  // TaskSpec::fresh (fresh_rounds.cc): the rounds after the task's command, in `sandbox` (which
+  // each round's destroy and create replace).
+  bool RunFresh(ScenarioRun& run, TaskRecord& rec, std::string& sandbox,
+                const nlohmann::json& request);
   // The task's calls in `sandbox` (the scenario's or the task's own).
   bool RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const std::string& sandbox,
                  const nlohmann::json& request);

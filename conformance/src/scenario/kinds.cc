@@ -55,6 +55,10 @@ const std::vector<KindSpec>& CheckKinds() {
       // secret), tenants (an instance serves again only the same tenant, tool and trusted
       // class), untrusted (an untrusted instance never serves again).
       {"pool_walk", false, {{"rule", VT::string, true, ""}}},
+      // PROD-5: the task's fresh rounds (TaskSpec::Fresh): revert and delete-and-create both
+      // give a sandbox where nothing of the last use shows, and delete-and-create (with its first
+      // request) takes at most max_fresh_seconds at the median; both timed by the harness.
+      {"fresh_vs_revert", true, {{"max_fresh_seconds", VT::number_float, false, 30.0}}},
       // The general kind: what the exec answer, its output and (optionally) a follow-up command
       // must show. Lists accept a string too; see ReadExpectation and docs/scenarios.md.
       {"expect",

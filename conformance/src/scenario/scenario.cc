@@ -108,6 +108,9 @@ sbx::StatusOr<json> ReadParams(const KindSpec& kind, const json* params, const s
       return sbx::InvalidArgument(path + ".calibration_millicores: must be >= 0");
     }
   }
+  if (kind.kind == "fresh_vs_revert" && out["max_fresh_seconds"].get<double>() <= 0) {
+    return sbx::InvalidArgument(path + ".max_fresh_seconds: must be > 0");
+  }
   if (kind.kind == "pool_walk") {
     const std::string rule = out["rule"];
     if (rule != "reset" && rule != "context" && rule != "tenants" && rule != "untrusted")
@@ -574,6 +577,21 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
             path + ".walk: only for a task with a sandbox of its own (each step is one)"));
       }
       t.walk = std::move(w);
+    }
+    if (const json* fr = tr.Object("fresh")) {
+      ObjectReader fre(*fr, path + ".fresh");
+      TaskSpec::Fresh f;
+      f.rounds = static_cast<int>(fre.Number("rounds", 3));
+      if (sbx::Status st = fre.Finish(); !st.ok()) return wrap(st);
+      if (f.rounds < 1 || f.rounds > 50)
+        return wrap(sbx::InvalidArgument(path + ".fresh.rounds: 1..50"));
+      if (!own_sandbox) {
+        return wrap(sbx::InvalidArgument(
+            path +
+            ".fresh: only for a task with a sandbox of its own (it is destroyed and made "
+            "again)"));
+      }
+      t.fresh = f;
     }
     if (tr.Has("revert")) t.revert = tr.Bool("revert", true);
     t.canaries_before = tr.Bool("canaries_before", false);

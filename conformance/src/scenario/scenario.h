@@ -91,6 +91,14 @@ struct TaskSpec {
     std::string seed;  // "" = new per run (a harness value); the report names the seed used
   };
   std::optional<Walk> walk;
+  // PROD-5: after the task's command, `rounds` times in turn: canaries planted, a revert and the
+  // first request after it (which looks for them); canaries planted again, a destroy, a create
+  // of the same request and its first request (which looks for them in the NEW sandbox). Both
+  // ways to a clean sandbox, timed by the harness's clock and judged by kind fresh_vs_revert.
+  struct Fresh {
+    int rounds = 3;
+  };
+  std::optional<Fresh> fresh;
   // Plant the revert canaries BEFORE the task rather than after it: for a task that ends its
   // sandbox (a limit breach), after which nothing can be planted — so the revert of a crashed
   // sandbox is held to the same standard (with after_each_task.canaries).
