@@ -108,3 +108,32 @@ def test_unknown_defect_and_op_are_clear_errors(tmp_path):
     r = run([str(ADAPTERS / "defect-faithful"), "frobnicate"], input="{}")
     assert r.returncode == 64
     assert json.loads(r.stdout)["error"]["code"] == "unimplemented"
+
+
+def test_pool_walk_through_sandboxd_with_two_credentials(sandboxd, tmp_path):
+    """The pool walk over the Execution API itself (no adapter): each tenant's sandboxes are made
+    with its own token (--second-token), and the second lane goes through POST /v1/run, where
+    sandboxd's warm pools are. The reference passes; a refused second token is a clear error."""
+    base = [str(BUILD / "bin/sandcheck"), "run", "--target", f"unix:{sandboxd['socket']}",
+            "--scenario", "pool", "--expectations", "none"]
+    env = dict(os.environ, SANDCHECK_TOKEN=TOKEN, SANDCHECK_SECOND_TOKEN=TOKEN_B)
+    r = run(base + ["--out", str(tmp_path / "out")], timeout=600, env=env)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    checks = {c["id"]: c for c in report["checks"]}
+    assert r.returncode == 0, not_passed(report)
+    assert {k for k, c in checks.items() if c["outcome"] == "pass"} == set(checks), checks
+    walk = next(t for t in report["scenarios"][0]["tasks"] if t["id"] == "walk")["walk"]
+    assert walk["pooled_note"] == "", walk["pooled_note"]  # the /v1/run lane ran
+    assert {s["tenant"] for s in walk["steps"]} == set(TENANTS), walk["steps"]
+    assert any(s["pooled"] for s in walk["steps"]) and any(not s["pooled"] for s in walk["steps"])
+    # One credential: the walk is a skip saying why, never a pass.
+    r = run(base + ["--out", str(tmp_path / "one")], timeout=600,
+            env=dict(os.environ, SANDCHECK_TOKEN=TOKEN))
+    one = json.loads((tmp_path / "one" / "report.json").read_text())
+    walk_checks = [c for c in one["checks"] if c["id"] != "pool/fresh-per-task"]
+    assert all(c["outcome"] == "skip" and "--second-token" in c["reason"] for c in walk_checks), walk_checks
+    # A second token the endpoint refuses ends the run before anything (exit 3), saying which.
+    r = run(base + ["--out", str(tmp_path / "bad")], timeout=120,
+            env=dict(os.environ, SANDCHECK_TOKEN=TOKEN, SANDCHECK_SECOND_TOKEN="not-a-token-of-anyone"))
+    assert r.returncode == 3, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    assert "second token" in r.stdout + r.stderr

@@ -86,10 +86,12 @@ int UsageError(const std::string& cmd, const std::string& message, int code) {
 std::vector<std::string> MaskedCommandLine(const std::vector<std::string>& args) {
   std::vector<std::string> out = {"sandcheck", "run"};
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i].rfind("--token=", 0) == 0) {
-      out.push_back("--token=<token>");
+    if (args[i].rfind("--token=", 0) == 0 || args[i].rfind("--second-token=", 0) == 0) {
+      out.push_back(args[i].substr(0, args[i].find('=')) + "=<token>");
     } else {
-      out.push_back(i > 0 && args[i - 1] == "--token" ? "<token>" : args[i]);
+      out.push_back(i > 0 && (args[i - 1] == "--token" || args[i - 1] == "--second-token")
+                        ? "<token>"
+                        : args[i]);
     }
   }
   return out;

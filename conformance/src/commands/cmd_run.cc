@@ -59,6 +59,8 @@ Replays scenarios against a sandbox runtime and writes the reports.
                         changed is "flaky", which fails the run like a failure
   --tap                 also write report.tap (TAP 13)
   --token T             bearer token for an http/unix target (default $SANDCHECK_TOKEN)
+  --second-token T      another tenant's token for an http/unix target (default
+                        $SANDCHECK_SECOND_TOKEN): the pool walk's second tenant
   --adapter-timeout S   bound of one call to the target beyond the command's own timeout (default 30)
   --mirror M            local (default: start the mirror fixture on loopback and pass it as hosts),
                         none (the target resolves the mirror itself), or HOST:PORT of a running mirror
@@ -125,16 +127,27 @@ void PrintSummary(const json& report, const std::string& out_dir, bool tap) {
 }  // namespace
 
 int CmdRun(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs(args, {{"target"},       {"scenario", true, true},
-                                 {"out"},          {"profile"},
-                                 {"expectations"}, {"var", true, true},
-                                 {"backend"},      {"tap", false},
-                                 {"token"},        {"adapter-timeout"},
-                                 {"mirror"},       {"mirror-bin"},
-                                 {"mirror-root"},  {"samples"},
-                                 {"only"},         {"repeat"},
-                                 {"concurrency"},  {"runs"},
-                                 {"trust"},        {"target-host"}});
+  auto parsed = ParseArgs(args, {{"target"},
+                                 {"scenario", true, true},
+                                 {"out"},
+                                 {"profile"},
+                                 {"expectations"},
+                                 {"var", true, true},
+                                 {"backend"},
+                                 {"tap", false},
+                                 {"token"},
+                                 {"second-token"},
+                                 {"adapter-timeout"},
+                                 {"mirror"},
+                                 {"mirror-bin"},
+                                 {"mirror-root"},
+                                 {"samples"},
+                                 {"only"},
+                                 {"repeat"},
+                                 {"concurrency"},
+                                 {"runs"},
+                                 {"trust"},
+                                 {"target-host"}});
   if (!parsed.ok()) return UsageError("run", parsed.status().message());
   const ParsedArgs& a = *parsed;
   if (a.help) {
@@ -306,7 +319,10 @@ int CmdRun(const std::vector<std::string>& args) {
         // takes any name in create's `tenant`; over HTTP the tenant is the credential's.
         if (topts.spec.rfind("http", 0) == 0 || topts.spec.rfind("unix:", 0) == 0) {
           std::string mine = ctx.info->raw.value("tenant", "");
+          std::string second = ctx.info->raw.value("second_tenant", "");
           if (!mine.empty()) ropts.harness["tenant_a"] = mine;
+          if (!mine.empty() && !second.empty() && second != mine)
+            ropts.harness["tenant_b"] = second;
         } else {
           ropts.harness["tenant_a"] = "sandcheck-a";
           ropts.harness["tenant_b"] = "sandcheck-b";

@@ -61,6 +61,8 @@ sbx::StatusOr<TargetOptions> TargetOptionsFromArgs(const ParsedArgs& a) {
   topts.spec = a.Get("target", "reference");
   const char* env_token = std::getenv("SANDCHECK_TOKEN");
   topts.token = a.Get("token", env_token ? env_token : "");
+  const char* env_second = std::getenv("SANDCHECK_SECOND_TOKEN");
+  topts.second_token = a.Get("second-token", env_second ? env_second : "");
   std::string timeout_text = a.Get("adapter-timeout", "30");
   char* end = nullptr;
   topts.call_timeout_s = std::strtod(timeout_text.c_str(), &end);

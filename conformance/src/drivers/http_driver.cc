@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <set>
+#include <string_view>
 #include <thread>
 
 #include "common/subprocess.h"
@@ -31,7 +33,9 @@ class HttpDriver final : public Target {
   std::string Spec() const override { return spec_; }
 
   sbx::StatusOr<std::unique_ptr<Target>> ForThread() override {
-    return std::unique_ptr<Target>(new HttpDriver(spec_, ep_, options_));
+    auto t = std::make_unique<HttpDriver>(spec_, ep_, options_);
+    t->second_tenant_ = second_tenant_;
+    return std::unique_ptr<Target>(std::move(t));
   }
 
   sbx::StatusOr<TargetInfo> Info() override {
@@ -40,16 +44,34 @@ class HttpDriver final : public Target {
     auto info = ParseInfo(a.body);
     if (!info.ok()) return Fail("GET /v1/info", info.status().message());
     features_ = info->features;
+    if (!options_.second_token.empty()) {
+      // Whose the second credential is (the pool walk's second tenant).
+      ASSIGN_OR_RETURN(Answer b, Call("GET", "/v1/info", std::nullopt, 0, options_.second_token));
+      if (b.status == 401) {
+        return sbx::Status(sbx::Code::kUnauthenticated,
+                           fmt::format("{} info: 401: the endpoint refused the second token "
+                                       "(--second-token or SANDCHECK_SECOND_TOKEN)",
+                                       ep_.ToString()));
+      }
+      RETURN_IF_ERROR(Require2xx("info (second token)", b));
+      second_tenant_ = b.body.is_object() ? b.body.value("tenant", "") : "";
+      if (second_tenant_.empty())
+        return Fail("GET /v1/info", "the answer to the second token names no \"tenant\"");
+      info->raw["second_tenant"] = second_tenant_;
+    }
     return info;
   }
 
   sbx::StatusOr<std::string> Create(const json& request) override {
-    ASSIGN_OR_RETURN(Answer a, Call("POST", "/v1/sandboxes", request, 0));
+    const std::string& token = TokenFor(request);
+    ASSIGN_OR_RETURN(Answer a, Call("POST", "/v1/sandboxes", request, 0, token));
     RETURN_IF_ERROR(Require2xx("create", a));
     for (const char* key : {"sandbox", "id"}) {
       if (a.body.contains(key) && a.body[key].is_string() &&
           !a.body[key].get<std::string>().empty()) {
-        return a.body[key].get<std::string>();
+        std::string id = a.body[key].get<std::string>();
+        if (&token != &options_.token) second_owned_.insert(id);
+        return id;
       }
     }
     return Fail("POST /v1/sandboxes",
@@ -90,7 +112,7 @@ class HttpDriver final : public Target {
     json body = request;
     body["cmd"] = cmd;
     body["timeout_s"] = timeout_s;
-    ASSIGN_OR_RETURN(Answer a, Call("POST", "/v1/run", body, timeout_s));
+    ASSIGN_OR_RETURN(Answer a, Call("POST", "/v1/run", body, timeout_s, TokenFor(request)));
     if (a.status == 404 || a.status == 405 || a.status == 501)
       return sbx::Unsupported(fmt::format("the endpoint has no one-shot run (HTTP {})", a.status));
     if (a.status == 429 || a.status == 503) {
@@ -216,13 +238,35 @@ class HttpDriver final : public Target {
     return r;
   }
 
+  // The credential of a create (or one-shot run) request: the second one when it names the
+  // second credential's tenant.
+  const std::string& TokenFor(const json& request) const {
+    if (!second_tenant_.empty() && request.is_object() &&
+        request.value("tenant", "") == second_tenant_)
+      return options_.second_token;
+    return options_.token;
+  }
+
+  // `token`: the credential to send; nullptr = the one that made the sandbox the path names (the
+  // first credential for every other path).
   sbx::StatusOr<Answer> Call(const std::string& method, const std::string& path,
-                             const std::optional<json>& body, double extra_s) {
+                             const std::optional<json>& body, double extra_s,
+                             const std::string& token_in = {}) {
+    std::string token = token_in;
+    if (token.empty()) {
+      token = options_.token;
+      static constexpr std::string_view kPrefix = "/v1/sandboxes/";
+      if (!second_owned_.empty() && path.rfind(kPrefix, 0) == 0) {
+        std::string id =
+            path.substr(kPrefix.size(), path.find('/', kPrefix.size()) - kPrefix.size());
+        if (second_owned_.count(id)) token = options_.second_token;
+      }
+    }
     sbx::http::Request req;
     req.method = method;
     req.path = path;
     req.headers = {{"Accept", "application/json"}, {"User-Agent", "sandcheck"}};
-    if (!options_.token.empty()) req.headers.push_back({"Authorization", "Bearer " + options_.token});
+    if (!token.empty()) req.headers.push_back({"Authorization", "Bearer " + token});
     if (body) {
       req.headers.push_back({"Content-Type", "application/json"});
       req.body = body->dump();
@@ -258,6 +302,8 @@ class HttpDriver final : public Target {
   sbx::http::Endpoint ep_;
   TargetOptions options_;
   std::vector<std::string> features_;
+  std::string second_tenant_;           // whose --second-token is ("" = none given)
+  std::set<std::string> second_owned_;  // sandboxes made with the second token
   bool observable_background_ = false;  // the last Settle saw background_outstanding
 };
 

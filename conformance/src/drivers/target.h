@@ -113,6 +113,10 @@ class Target {
 struct TargetOptions {
   std::string spec = "reference";  // --target
   std::string token;               // --token / $SANDCHECK_TOKEN (http)
+  // --second-token / $SANDCHECK_SECOND_TOKEN (http): another tenant's credential. The driver asks
+  // GET /v1/info whose it is (info.raw["second_tenant"]), makes a sandbox whose create names that
+  // tenant with it, and uses it for every later call on that sandbox (the pool walk's tenant_b).
+  std::string second_token;
   double call_timeout_s = 30;      // --adapter-timeout: bound of one call beyond the command's own
   std::string tools_dir;           // static tools for the image (adapters get $SANDCHECK_TOOLS_DIR)
   bool reference_warm_pool = false;  // reference: open the runtime with its warm pool (RunPooled)

@@ -178,8 +178,8 @@ std::string Runner::CannotRun(const TaskSpec& t) const {
       if (name == "mirror_addr") why = " (no mirror fixture: --mirror none)";
       if (name == "tenant_a" || name == "tenant_b") {
         why = info_.Has("tenants")
-                  ? " (over HTTP a tenant is the credential's, and sandcheck takes one "
-                    "credential: a walk across two tenants needs a second one)"
+                  ? " (over HTTP a tenant is its credential's: give a second tenant's with "
+                    "--second-token)"
                   : " (the target's info does not offer the feature tenants)";
       }
       return fmt::format("not run: this run has no {{{{harness.{}}}}}{}", name, why);

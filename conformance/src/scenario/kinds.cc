@@ -132,8 +132,8 @@ const std::vector<HarnessValueSpec>& HarnessValueSpecs() {
        "own tenant as GET /v1/info names it"},
       {"tenant_b", false,
        "a second tenant: \"sandcheck-b\" for an adapter or the in-process reference that offers "
-       "`tenants`; over HTTP a second credential would be needed, which sandcheck does not take "
-       "yet (so a walk over HTTP is a skip, saying so)"},
+       "`tenants`; over HTTP the tenant of --second-token (without it, a walk over HTTP is a "
+       "skip, saying so)"},
       {"token", false, "random hex, new for every run"},
       {"token_number", false, "a random 7-digit number, new for every run"},
       {"mirror_addr", false,
