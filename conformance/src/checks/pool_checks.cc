@@ -83,6 +83,14 @@ bool SameInstance(const json& a, const json& b) {
   if (ba.is_number() != bb.is_number()) return false;
   return !ba.is_number() || std::abs(ba.get<double>() - bb.get<double>()) <= kSameBoot;
 }
+// Whether an instance object holds a fact a new sandbox always changes: a boot_id (a guest) or a
+// mount namespace (a container). gVisor shows neither, and its sandboxes restored from one
+// checkpoint (the reference's pooled ones) share every fact a command can read, the kernel's
+// boot time included: there, two steps are one instance only if the target also named one
+// sandbox for both (its word may only make the verdict stricter).
+bool Strong(const json& id) {
+  return !id.value("boot_id", json()).is_null() || !id.value("mnt", json()).is_null();
+}
 bool ShowsNothing(const json& id) {
   if (!id.is_object()) return true;
   for (const auto& [k, v] : id.items()) {
@@ -160,8 +168,12 @@ Verdict PoolWalk(const ScenarioRun& run, const json& p) {
           Who(t->walk[i], i));
       continue;
     }
-    auto it = std::find_if(instances.begin(), instances.end(),
-                           [&](const auto& in) { return SameInstance(in.first, pr.identity); });
+    const std::string& id = t->walk[i].sandbox;
+    auto it = std::find_if(instances.begin(), instances.end(), [&](const auto& in) {
+      if (!SameInstance(in.first, pr.identity)) return false;
+      const std::string& other = t->walk[in.second].sandbox;
+      return Strong(pr.identity) || (id == other && id.find('(') == std::string::npos);
+    });
     if (it == instances.end()) {
       instances.emplace_back(pr.identity, i);
     } else {

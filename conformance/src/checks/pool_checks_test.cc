@@ -156,13 +156,21 @@ TEST_F(PoolWalkTest, TrustedHandedToUntrustedFailsTenantsApart) {
   EXPECT_NE(Reason("tenants-apart").find("trust classes (POOL-1)"), std::string::npos);
 }
 
-TEST_F(PoolWalkTest, UntrustedServedTwiceFailsByBootTimeAlone) {
-  // gVisor-like: the only fact telling sandboxes apart is when their kernel booted.
+TEST_F(PoolWalkTest, UntrustedServedTwiceFailsByBootTimeAndTheSandboxId) {
+  // gVisor-like: the only fact a command reads that tells sandboxes apart is when their kernel
+  // booted, and sandboxes restored from one checkpoint share even that: one instance only when
+  // the target also named one sandbox.
   Walk({{"a", "t1", "untrusted", Sentry(1000.0, 285)},
         {"a", "t1", "untrusted", Sentry(1000.01, 485)}});
+  EXPECT_EQ(Judge()["untrusted-discarded"], "pass");  // two sandboxes by id, the same evidence
+  run_.tasks[0].walk[1].sandbox = run_.tasks[0].walk[0].sandbox;
   auto got = Judge();
   EXPECT_EQ(got["untrusted-discarded"], "fail");
   EXPECT_EQ(got["tenants-apart"], "pass");
+  // A real kernel's evidence needs no id: a new id for a reused container is still one instance.
+  run_.tasks[0].walk.clear();
+  Walk({{"a", "t1", "untrusted", Kernel(10, 100)}, {"a", "t1", "untrusted", Kernel(10, 100)}});
+  EXPECT_EQ(Judge()["untrusted-discarded"], "fail");
 }
 
 TEST_F(PoolWalkTest, CarriedCanaryOrEnvironmentFailsReset) {
