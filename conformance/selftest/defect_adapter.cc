@@ -209,6 +209,9 @@ const std::map<std::string, std::string>& Defects() {
        "a trusted sandbox, reset in place, serves the same tenant and tool again, but the "
        "commands of a sandbox taken from the shelf get the new request's env without its secrets "
        "(POOL-2)"},
+      {"any-caller-reaches-sandbox",
+       "the sandbox id is the key: exec, revert and destroy are carried out with the credential "
+       "the sandbox was made with, whoever calls (the op's \"caller\" is ignored) (PROD-1)"},
       // Under load (the load scenario, docs/load.md): one call in five goes wrong.
       {"crosstalk-under-load",
        "every 5th exec answers with the output of the exec before it: a result reaches the "
@@ -744,6 +747,33 @@ int main(int argc, char** argv) {
   // part of it.
   const bool recreates_on_revert =
       has("revert-drops-limits") || has("revert-drops-policy") || has("revert-drops-env");
+
+  // PROD-1: an op on a sandbox by another caller ("caller": TENANT, docs/adapters.md) is made
+  // with that caller's own credential, so that the runtime behind judges it; a caller without
+  // one is refused here.
+  if ((op == "exec" || op == "revert" || op == "destroy") && in.contains("caller") &&
+      in["caller"].is_string() && !has("any-caller-reaches-sandbox")) {
+    const std::string caller = in["caller"].get<std::string>();
+    if (!tenant_tokens.is_object() || !tenant_tokens.contains(caller) ||
+        !tenant_tokens[caller].is_string()) {
+      Die(1, "unauthenticated", fmt::format("no credential for the caller '{}'", caller));
+    }
+    sandcheck::TargetOptions as = topts;
+    as.second_token = tenant_tokens[caller].get<std::string>();
+    auto other = sandcheck::MakeTarget(as);
+    if (!other.ok()) Die(1, "unavailable", other.status().ToString());
+    sandcheck::TargetInfo oi = Must((*other)->Info(), "info");
+    auto f = Must((*other)->CallAs(oi.raw.value("second_tenant", ""), op, in.value("sandbox", ""),
+                                   in.value("cmd", ""), in.value("timeout_s", 20.0)),
+                  op.c_str());
+    if (f.refused) Die(1, "not_found", "the runtime refused the caller: " + f.said);
+    if (f.exec) {
+      std::cout << ExecJson(*f.exec).dump() << "\n";
+    } else {
+      std::cout << json{{"seconds", -1}}.dump() << "\n";
+    }
+    return 0;
+  }
 
   if (op == "info") {
     sandcheck::TargetInfo info = Must(rt.Info(), "info");

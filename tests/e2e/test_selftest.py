@@ -126,6 +126,8 @@ def test_pool_walk_through_sandboxd_with_two_credentials(sandboxd, tmp_path):
     assert walk["pooled_note"] == "", walk["pooled_note"]  # the /v1/run lane ran
     assert {s["tenant"] for s in walk["steps"]} == set(TENANTS), walk["steps"]
     assert any(s["pooled"] for s in walk["steps"]) and any(not s["pooled"] for s in walk["steps"])
+    # PROD-1 over the API: the other tenant's and the no-credential calls were all made.
+    assert "6 of 6 calls" in checks["pool/other-tenant-refused"]["reason"], checks
     # One credential: the walk is a skip saying why, never a pass.
     r = run(base + ["--out", str(tmp_path / "one")], timeout=600,
             env=dict(os.environ, SANDCHECK_TOKEN=TOKEN))

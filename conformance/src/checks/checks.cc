@@ -84,6 +84,9 @@ void JudgeScenario(ScenarioRun& run, const TargetInfo& info) {
            json::object()};
     } else if (!task && !run.abort_error.empty()) {
       v = {Outcome::kError, "not judged: " + run.abort_error, json::object()};
+    } else if (!task && !c->task_id.empty()) {
+      v = {Outcome::kError, "not judged: the run has no record of task " + c->task_id,
+           json::object()};
     } else {
       json p = c->params;
       SubstituteHarness(p, run.harness);
@@ -112,6 +115,8 @@ void JudgeScenario(ScenarioRun& run, const TargetInfo& info) {
         v = PoolWalk(run, p);
       else if (c->kind == "fresh_vs_revert")
         v = FreshVsRevert(*task, p);
+      else if (c->kind == "foreign_refused")
+        v = ForeignRefused(*task);
       else
         v = {Outcome::kError, "no evaluator for kind " + c->kind, json::object()};
       if (task) {

@@ -24,6 +24,7 @@ struct Step {
   double wall_seconds = 0;  // measured by the harness around the call
   double started_unix = 0;
   std::string error;  // the call failed (infrastructure); the scenario stops
+  std::string refused;  // a call by another caller (PROD-1) that the target refused: its answer
   nlohmann::json ToJson() const;
 };
 
@@ -73,6 +74,18 @@ struct TaskRecord {
     std::optional<Step> plant_fresh, destroy, create, check_fresh;
   };
   std::vector<FreshRound> fresh;
+  // TaskSpec::foreign: the owner's canary, then per call by another caller (phase
+  // foreign-OP) what it was answered and the owner's look after it (phase owner-look).
+  struct ForeignCall {
+    std::string caller;    // "" = no credential
+    std::string op;        // exec | revert | destroy
+    std::string not_made;  // why the call was not made (the target cannot take this caller)
+    std::optional<ForeignAnswer> answer;
+    std::optional<Step> call, look;
+  };
+  std::string foreign_token;
+  std::optional<Step> foreign_plant;
+  std::vector<ForeignCall> foreign;
   std::string create_refused;  // why the target refused to create it (may_refuse)
   // kind `expect`: the follow-up command, and the harness's scans of its own host's processes.
   std::optional<Step> then;

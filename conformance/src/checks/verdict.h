@@ -54,6 +54,9 @@ Verdict FreshVsRevert(TaskRecord& t, const nlohmann::json& p);
 // kind pool_walk (pool_checks.cc): the walk's steps by `rule` (reset, context, tenants, untrusted).
 Verdict PoolWalk(const ScenarioRun& run, const nlohmann::json& p);
 
+// kind foreign_refused (tenant_checks.cc): PROD-1, the task's calls by other callers.
+Verdict ForeignRefused(TaskRecord& t);
+
 // LC-1: what the stages of a call may add up to, given the call's harness-timed wall seconds.
 double StageBudget(double call_wall_seconds);
 // SNAP-4: the least a revert's reported seconds may be, as a fraction of the harness's wall

@@ -236,7 +236,7 @@ sbx::StatusOr<json> Revert(Session& s, const std::string& backend, int64_t round
     }
     auto r0 = Clock::now();
     auto r = s.t_.Revert(id);
-    double rw = Since(r0);
+    double rw = SecondsSince(r0);
     if (!r.ok()) {
       failure = r.status();
       break;

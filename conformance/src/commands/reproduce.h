@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "drivers/target.h"
 #include "sbx/status.h"
 
@@ -19,7 +20,6 @@ namespace sandcheck::repro {
 
 using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point t0);
 std::string S(double v);   // "1.23"
 std::string Ms(double v);  // seconds as FormatSeconds writes them
 std::string Range(const std::vector<double>& v, const std::function<std::string(double)>& f);

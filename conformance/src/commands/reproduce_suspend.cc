@@ -90,14 +90,14 @@ sbx::StatusOr<json> Suspend(Session& s, const std::string& backend,
     for (int64_t r = 0; r < runs && !Interrupted(); ++r) {
       auto t0 = Clock::now();
       auto a = s.t_.Suspend(id);
-      double sw = Since(t0);
+      double sw = SecondsSince(t0);
       if (!a.ok()) {
         failure = a.status();
         break;
       }
       auto t1 = Clock::now();
       auto b = s.t_.Resume(id);
-      double rw = Since(t1);
+      double rw = SecondsSince(t1);
       if (!b.ok()) {
         failure = b.status();
         break;

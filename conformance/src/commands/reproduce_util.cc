@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "commands/reproduce.h"
+#include "common/clock.h"
 #include "common/json_strict.h"
 #include "common/stats.h"
 #include "report/render.h"
@@ -13,10 +14,6 @@
 namespace sandcheck::repro {
 
 using nlohmann::json;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 std::string S(double v) { return fmt::format("{:.2f}", v); }
 std::string Ms(double v) { return FormatSeconds(json(v)); }
@@ -67,7 +64,7 @@ sbx::StatusOr<Timed> Session::Exec(const std::string& id, const std::string& cmd
                                    double timeout_s) {
   auto t0 = Clock::now();
   ASSIGN_OR_RETURN(ExecAnswer a, t_.Exec(id, cmd, timeout_s));
-  return Timed{std::move(a), Since(t0)};
+  return Timed{std::move(a), SecondsSince(t0)};
 }
 
 double UsageCpu(const ExecAnswer& a) {

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "commands/cli.h"
+#include "common/clock.h"
 #include "common/json_strict.h"
 #include "common/subprocess.h"
 #include "report/render.h"
@@ -28,10 +29,6 @@ void InterruptOnSignals() {
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-}
-
-double NowUnix() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 RunContext StartRunContext(const std::vector<std::string>& args, const ParsedArgs& a,

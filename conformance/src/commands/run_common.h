@@ -7,6 +7,7 @@
 #include <string>
 
 #include "commands/cli.h"
+#include "common/clock.h"  // NowUnix(): the report's timestamps
 #include "drivers/target.h"
 #include "report/report.h"
 #include "sbx/status.h"
@@ -16,9 +17,6 @@ namespace sandcheck {
 // SIGINT and SIGTERM raise the interrupt flag (Interrupt(), common/subprocess.h): the run starts
 // nothing new, cleans up what it made, and still writes its report.
 void InterruptOnSignals();
-
-// Seconds since the epoch (the report's timestamps).
-double NowUnix();
 
 // The report context every run starts from: a new run id, the command line (tokens masked),
 // the profile, the target's spec and driver kind ("" when it could not be opened), --backend,

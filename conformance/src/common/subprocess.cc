@@ -16,6 +16,8 @@
 #include <cstring>
 #include <thread>
 
+#include "common/clock.h"
+
 extern char** environ;
 
 namespace sandcheck {
@@ -25,10 +27,6 @@ std::atomic<bool> g_interrupted{false};
 std::atomic<int> g_interrupts{0};
 
 using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // An fd closed on scope exit.
 class Fd {
@@ -179,15 +177,15 @@ sbx::StatusOr<SubprocessResult> RunSubprocess(const SubprocessOptions& o) {
     }
     // Done when the child is gone and its pipes are closed; a grandchild that keeps the pipes
     // open (a daemon the adapter started) gets 0.5 s, then we stop listening to it.
-    if (exited && ((!out_open && !err_open) || Since(exited_at) > 0.5)) break;
-    double left = o.timeout_s - Since(t0);
+    if (exited && ((!out_open && !err_open) || SecondsSince(exited_at) > 0.5)) break;
+    double left = o.timeout_s - SecondsSince(t0);
     if (left <= 0 || Interrupted()) {
       if (!exited)
         KillGroupAndReap(pid, &status);
       else
         ::kill(-pid, SIGKILL);
       res.timed_out = !Interrupted();
-      res.seconds = Since(t0);
+      res.seconds = SecondsSince(t0);
       if (Interrupted()) return sbx::Internal("interrupted");
       return res;
     }
@@ -231,7 +229,7 @@ sbx::StatusOr<SubprocessResult> RunSubprocess(const SubprocessOptions& o) {
     if (out_idx >= 0 && fds[out_idx].revents) drain(out_r, res.out, out_open);
     if (err_idx >= 0 && fds[err_idx].revents) drain(err_r, res.err, err_open);
   }
-  res.seconds = Since(t0);
+  res.seconds = SecondsSince(t0);
   if (WIFEXITED(status)) {
     res.exit_code = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {
@@ -274,7 +272,7 @@ void ChildProcess::Kill(double grace_s) {
   ::kill(-pid_, SIGTERM);
   int status = 0;
   auto t0 = Clock::now();
-  while (Since(t0) < grace_s) {
+  while (SecondsSince(t0) < grace_s) {
     pid_t w = ::waitpid(pid_, &status, WNOHANG);
     if (w == pid_ || (w < 0 && errno == ECHILD)) {
       ::kill(-pid_, SIGKILL);  // anything it left in its group
@@ -299,7 +297,7 @@ sbx::StatusOr<std::string> ReadLine(int fd, double timeout_s) {
   std::string line;
   auto t0 = Clock::now();
   while (true) {
-    double left = timeout_s - Since(t0);
+    double left = timeout_s - SecondsSince(t0);
     if (left <= 0)
       return sbx::Status(sbx::Code::kTimeout,
                          fmt::format("no line within {:.1f} s (got \"{}\")", timeout_s, line));

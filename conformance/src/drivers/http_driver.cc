@@ -139,6 +139,53 @@ class HttpDriver final : public Target {
     return e;
   }
 
+  // PROD-1 (target.h): the second credential's tenant, or "" for no credential at all; 401, 403
+  // and 404 are refusals, any other non-2xx answer a failure of the target.
+  sbx::StatusOr<ForeignAnswer> CallAs(const std::string& caller, const std::string& op,
+                                      const std::string& sandbox, const std::string& cmd,
+                                      double timeout_s) override {
+    if (!caller.empty() && caller != second_tenant_) {
+      return sbx::Unsupported(fmt::format(
+          "over HTTP a caller is a credential: '{}' is not the tenant of --second-token ({})",
+          caller, second_tenant_.empty() ? "none given" : second_tenant_));
+    }
+    const std::string& token = caller.empty() ? kNoToken : options_.second_token;
+    Answer a;
+    if (op == "exec") {
+      json body = {{"sandbox", sandbox}, {"cmd", cmd}, {"timeout_s", timeout_s}};
+      ASSIGN_OR_RETURN(
+          a, Call("POST", fmt::format("/v1/sandboxes/{}/exec", sandbox), body, timeout_s, token));
+    } else if (op == "revert") {
+      ASSIGN_OR_RETURN(a, Call("POST", fmt::format("/v1/sandboxes/{}/revert", sandbox),
+                               json::object(), 0, token));
+    } else if (op == "destroy") {
+      ASSIGN_OR_RETURN(
+          a, Call("DELETE", fmt::format("/v1/sandboxes/{}", sandbox), std::nullopt, 0, token));
+    } else {
+      return sbx::InvalidArgument("CallAs: op is exec, revert or destroy, not " + op);
+    }
+    ForeignAnswer f;
+    f.http_status = a.status;
+    f.said = fmt::format("HTTP {}: {}", a.status, a.text.substr(0, 280));
+    if (a.status == 401 || a.status == 403 || a.status == 404) {
+      f.refused = true;
+      return f;
+    }
+    if (op == "exec" && a.body.is_object() && a.body.contains("status") &&
+        a.body.contains("exit")) {
+      auto e = ParseExecAnswer(a.body);
+      if (!e.ok()) return Fail("POST .../exec (another caller)", e.status().message());
+      e->http_status = a.status;
+      f.said = fmt::format("HTTP {}: status {}, exit {}", a.status, e->status, e->exit_code);
+      f.exec = *e;
+      return f;
+    }
+    if (a.status / 100 != 2)
+      return Fail(op + " (another caller)",
+                  fmt::format("HTTP {}: {}", a.status, a.text.substr(0, 300)));
+    return f;
+  }
+
   // Between samples, untimed (target.h): sandboxd reports its background work (a destroyed
   // sandbox's reclaim, a pool's return and refill) as GET /v1/info's
   // capacity.background_outstanding; wait until it is 0, polled every 5 ms and bounded. An
@@ -247,13 +294,13 @@ class HttpDriver final : public Target {
     return options_.token;
   }
 
-  // `token`: the credential to send; nullptr = the one that made the sandbox the path names (the
-  // first credential for every other path).
+  // `token`: the credential to send; "" = the one that made the sandbox the path names (the
+  // first credential for every other path); kNoToken = none at all.
   sbx::StatusOr<Answer> Call(const std::string& method, const std::string& path,
                              const std::optional<json>& body, double extra_s,
                              const std::string& token_in = {}) {
-    std::string token = token_in;
-    if (token.empty()) {
+    std::string token = &token_in == &kNoToken ? std::string() : token_in;
+    if (token.empty() && &token_in != &kNoToken) {
       token = options_.token;
       static constexpr std::string_view kPrefix = "/v1/sandboxes/";
       if (!second_owned_.empty() && path.rfind(kPrefix, 0) == 0) {
@@ -297,6 +344,7 @@ class HttpDriver final : public Target {
   }
 
   static constexpr int kSettleBoundS = 60;
+  static inline const std::string kNoToken;  // Call(..., kNoToken): no Authorization header
 
   std::string spec_;
   sbx::http::Endpoint ep_;

@@ -146,6 +146,17 @@ sbx::StatusOr<ExecAnswer> Target::RunPooled(const json& /*request*/, const std::
       Kind()));
 }
 
+sbx::StatusOr<ForeignAnswer> Target::CallAs(const std::string& /*caller*/,
+                                            const std::string& /*op*/,
+                                            const std::string& /*sandbox*/,
+                                            const std::string& /*cmd*/, double /*timeout_s*/) {
+  return sbx::Unsupported(fmt::format(
+      "the {} driver has no callers to tell apart (the reference runtime in process serves "
+      "whoever holds it; its callers are sandboxd's: run against sandboxd over HTTP with "
+      "--second-token)",
+      Kind()));
+}
+
 sbx::StatusOr<Target::OrphanSweep> Target::MeasureOrphanSweep(int /*samples*/, int /*sandboxes*/,
                                                               const std::string& /*backend*/) {
   return sbx::Unsupported(fmt::format(

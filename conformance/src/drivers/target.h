@@ -58,6 +58,16 @@ struct OpAnswer {
   int http_status = 0;
 };
 
+// PROD-1: what a call on a sandbox by a caller other than the one that made it was answered.
+// Only the target's word: pool/other-tenant-refused judges the sandbox's owner's view after it.
+struct ForeignAnswer {
+  bool refused = false;  // HTTP 401/403/404; an adapter's error not_found/permission_denied/
+                         // unauthenticated
+  int http_status = 0;   // over HTTP
+  std::string said;      // the refusal's code and message, or the answer (at most 300 bytes)
+  std::optional<ExecAnswer> exec;  // an exec that was carried out
+};
+
 class Target {
  public:
   virtual ~Target() = default;
@@ -85,6 +95,15 @@ class Target {
   // POOL-2: a one-shot run of `cmd` through the target's warm pool (take a pre-initialised
   // sandbox, run, return it off the caller's path). `request` is the protocol's create object.
   virtual sbx::StatusOr<ExecAnswer> RunPooled(const nlohmann::json& request, const std::string& cmd,
+                                              double timeout_s);
+  // PROD-1: `op` ("exec" with `cmd`, "revert" or "destroy") on `sandbox`, made by another
+  // caller, called as `caller`: a tenant of the target (an adapter gets it as the input's
+  // "caller"; over HTTP it must be the tenant of --second-token, whose credential is sent) or
+  // "" for a caller with no credential at all (HTTP only). A refusal is an OK answer with
+  // `refused`; a failure of the target is a non-OK status. Default: kUnsupported (the target
+  // has no callers to tell apart).
+  virtual sbx::StatusOr<ForeignAnswer> CallAs(const std::string& caller, const std::string& op,
+                                              const std::string& sandbox, const std::string& cmd,
                                               double timeout_s);
   // Another handle on the SAME target for another thread (the load scenario runs one per
   // client): the reference driver shares its runtime, http opens its own connections, an

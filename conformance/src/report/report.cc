@@ -38,6 +38,12 @@ json TaskJson(const TaskRecord& t) {
       if (*s) steps.push_back(StepJson(**s));
     }
   }
+  for (const auto& f : t.foreign) {
+    for (const auto* s : {&f.call, &f.look}) {
+      if (*s) steps.push_back(StepJson(**s));
+    }
+  }
+  if (t.foreign_plant) steps.push_back(StepJson(*t.foreign_plant));
   json walk = nullptr;
   if (t.spec->walk) {
     walk = {{"seed", t.walk_seed}, {"pooled_note", t.walk_pooled_note}, {"steps", json::array()}};
@@ -136,6 +142,7 @@ std::string NewRunId() {
 json StepJson(const Step& s) {
   json j = {{"phase", s.phase}, {"wall_seconds", s.wall_seconds}, {"started_unix", s.started_unix}};
   if (!s.error.empty()) j["error"] = s.error;
+  if (!s.refused.empty()) j["refused"] = s.refused;
   if (s.is_exec) {
     j.update(ExecEvidence(s));
     if (!s.answer.extra.empty()) j["extra"] = s.answer.extra;

@@ -33,6 +33,7 @@ void LiveLog::Header() {
 std::string LiveLog::ResultColumn(const Step& s) {
   if (s.phase == "skip") return Clean(s.error);
   if (!s.error.empty()) return "error: " + Clean(s.error);
+  if (!s.refused.empty()) return "refused: " + Clean(s.refused);
   if (s.is_exec) {
     const ExecAnswer& a = s.answer;
     std::string r = "{";

@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/stats.h"
 #include "common/subprocess.h"
 #include "host/orphan_census.h"
@@ -26,10 +27,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 int CountDirsBelow(const std::string& dir, int depth) {
   if (depth > 32) return 0;
@@ -240,7 +237,7 @@ LoadResult RunLoad(Target& target, const TargetInfo& info, const LoadOptions& o,
           }
           break;
         }
-        double s = Since(t0);
+        double s = SecondsSince(t0);
         ++done;
         if (!counted) continue;
         std::lock_guard lock(tally.mu);
@@ -283,7 +280,7 @@ LoadResult RunLoad(Target& target, const TargetInfo& info, const LoadOptions& o,
 
   auto t0 = Clock::now();
   phase(warmup, o.runs, true);
-  double wall = Since(t0);
+  double wall = SecondsSince(t0);
   int answered = tally.ok + tally.wrong + tally.lost;
   double throughput = wall > 0 ? tally.ok / wall : 0;
 

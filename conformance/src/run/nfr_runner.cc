@@ -6,10 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <map>
 
+#include "common/clock.h"
 #include "common/json_strict.h"
 #include "common/stats.h"
 #include "common/subprocess.h"
@@ -22,10 +23,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 constexpr const char* kStages[] = {"allocate", "initialize", "inject_context", "execute",
                                    "collect"};
@@ -100,7 +97,7 @@ class Measurer {
           Progress(i, n);
           auto t0 = Clock::now();
           auto a = t_.Exec(*id, cmd, o_.call_timeout_s);
-          double wall = Since(t0);
+          double wall = SecondsSince(t0);
           if (!Check(a.status(), "exec", s)) break;
           if (!AnswerOk(*a)) {
             s.fail = fmt::format("exec {} of '{}' did not succeed: {}", i + 1, cmd, AnswerText(*a));
@@ -138,7 +135,7 @@ class Measurer {
       (void)t_.Settle();  // the previous sample's return and refill, off the clock
       auto t0 = Clock::now();
       auto a = t_.RunPooled(req, cmd, o_.call_timeout_s);
-      double wall = Since(t0);
+      double wall = SecondsSince(t0);
       if (!Check(a.status(), "one-shot run", s)) break;
       if (!AnswerOk(*a)) {
         s.fail =
@@ -163,7 +160,7 @@ class Measurer {
       auto id = t_.Create(req);
       if (!Check(id.status(), "create", s)) break;
       auto a = t_.Exec(*id, cmd, o_.call_timeout_s);
-      double wall = Since(t0);
+      double wall = SecondsSince(t0);
       auto d = t_.Destroy(*id);
       if (!Check(a.status(), "first exec", s) || !Check(d.status(), "destroy", s)) break;
       if (!AnswerOk(*a)) {
@@ -208,9 +205,9 @@ class Measurer {
       (void)t_.Settle();
       auto t0 = Clock::now();
       auto d = t_.Destroy(*id);
-      double answered = Since(t0);
+      double answered = SecondsSince(t0);
       sbx::Status settled = t_.Settle();
-      double wall = reclaim ? Since(t0) : answered;
+      double wall = reclaim ? SecondsSince(t0) : answered;
       if (!Check(d.status(), "destroy", s) || !Check(settled, "settle", s)) break;
       s.harness.push_back(wall);
       if (d->seconds >= 0) s.target.push_back(d->seconds);
@@ -346,7 +343,7 @@ sbx::StatusOr<std::vector<double>> MeasureSpawnFloor(const std::vector<std::stri
     int st = 0;
     while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
-    double s = Since(t0);
+    double s = SecondsSince(t0);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
       return sbx::Internal(fmt::format("{} did not exit 0 (wait status {})", argv[0], st));
     out.push_back(s);
@@ -420,7 +417,7 @@ NfrRunResult RunNfr(Target& target, const TargetInfo& info, const NfrSpec& spec,
       }
       if (Interrupted() && s.error.empty()) s.error = "interrupted";
       log.ClearProgress();
-      double seconds = Since(t0);
+      double seconds = SecondsSince(t0);
       // Measurements: the harness clock, the target's own figure, its stages.
       if (!s.harness.empty())
         out.measurements.push_back(

@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "common/clock.h"
 #include "common/subprocess.h"
 #include "run/runner.h"
 
@@ -145,13 +146,10 @@ bool Runner::RunWalk(ScenarioRun& run, TaskRecord& rec) {
       s.phase = "walk-run";
       s.is_exec = true;
       s.command = cmd;
-      s.started_unix = static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                               std::chrono::system_clock::now().time_since_epoch())
-                                               .count()) /
-                       1e6;
-      auto t0 = std::chrono::steady_clock::now();
+      s.started_unix = NowUnix();
+      auto t0 = SteadyClock::now();
       auto r = target_.RunPooled(request, cmd, t.timeout_s);
-      s.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      s.wall_seconds = SecondsSince(t0);
       if (!r.ok() && r.status().code() == sbx::Code::kUnsupported) {
         rec.walk_pooled_note = "no pooled one-shot runs: " + r.status().ToString();
         log_.Progress(fmt::format("{}: {}", t.label, rec.walk_pooled_note));

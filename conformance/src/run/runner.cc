@@ -9,6 +9,7 @@
 
 #include "checks/checks.h"
 #include "checks/evidence.h"
+#include "common/clock.h"
 #include "common/json_strict.h"
 #include "common/subprocess.h"
 #include "host/host_scan.h"
@@ -18,14 +19,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-double NowUnix() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 }  // namespace
 
@@ -68,7 +61,7 @@ bool Runner::CreateStep(ScenarioRun& run, const std::string& label, const std::s
   out->started_unix = NowUnix();
   auto t0 = Clock::now();
   auto r = target_.Create(request);
-  out->wall_seconds = Since(t0);
+  out->wall_seconds = SecondsSince(t0);
   if (!r.ok()) {
     out->error = r.status().ToString();
     if (abort_on_failure)
@@ -90,7 +83,7 @@ bool Runner::ExecStep(ScenarioRun& run, const std::string& label, const std::str
   out->started_unix = NowUnix();
   auto t0 = Clock::now();
   auto r = target_.Exec(sandbox, cmd, timeout_s);
-  out->wall_seconds = Since(t0);
+  out->wall_seconds = SecondsSince(t0);
   if (!r.ok()) {
     out->error = r.status().ToString();
     run.abort_error = fmt::format("{} of '{}' failed: {}", phase, label, r.status().ToString());
@@ -110,7 +103,7 @@ bool Runner::OpStep(ScenarioRun& run, const std::string& label, const std::strin
            : op == Op::kDestroy ? target_.Destroy(sandbox)
            : op == Op::kSuspend ? target_.Suspend(sandbox)
                                 : target_.Resume(sandbox);
-  out->wall_seconds = Since(t0);
+  out->wall_seconds = SecondsSince(t0);
   if (!r.ok()) {
     out->error = r.status().ToString();
     if (run.abort_error.empty()) {
@@ -330,6 +323,7 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
   }
   bool ok = RunTaskIn(run, rec, index, rec.own_sandbox, request);
   if (ok && t.fresh && !Interrupted()) ok = RunFresh(run, rec, rec.own_sandbox, request);
+  if (ok && t.foreign && !Interrupted()) ok = RunForeign(run, rec, rec.own_sandbox);
   bool interrupted = Interrupted();
   if (interrupted) ClearPendingInterrupt();  // still destroy it; a second signal stops that
   bool destroyed = true;
@@ -523,7 +517,7 @@ ScenarioRun Runner::Run(const Scenario& s) {
   }
   log_.ClearProgress();
   JudgeScenario(run, info_);
-  run.seconds = Since(t0);
+  run.seconds = SecondsSince(t0);
   return run;
 }
 

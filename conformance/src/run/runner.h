@@ -81,6 +81,9 @@ class Runner {
   // each round's destroy and create replace).
   bool RunFresh(ScenarioRun& run, TaskRecord& rec, std::string& sandbox,
                 const nlohmann::json& request);
+  // TaskSpec::foreign (foreign_calls.cc): calls on `sandbox` by other callers, each followed by
+  // the owner's look; clears `sandbox` when a call took it from its owner (after a last destroy).
+  bool RunForeign(ScenarioRun& run, TaskRecord& rec, std::string& sandbox);
   // The task's calls in `sandbox` (the scenario's or the task's own).
   bool RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const std::string& sandbox,
                  const nlohmann::json& request);

@@ -59,6 +59,9 @@ const std::vector<KindSpec>& CheckKinds() {
       // give a sandbox where nothing of the last use shows, and delete-and-create (with its first
       // request) takes at most max_fresh_seconds at the median; both timed by the harness.
       {"fresh_vs_revert", true, {{"max_fresh_seconds", VT::number_float, false, 30.0}}},
+      // PROD-1: the task's calls by other callers (TaskSpec::Foreign) refused, and nothing of
+      // them in the owner's sandbox as the owner sees it after each.
+      {"foreign_refused", true, {}},
       // The general kind: what the exec answer, its output and (optionally) a follow-up command
       // must show. Lists accept a string too; see ReadExpectation and docs/scenarios.md.
       {"expect",

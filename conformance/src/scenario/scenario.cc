@@ -593,6 +593,21 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
       }
       t.fresh = f;
     }
+    if (const json* fo = tr.Object("foreign")) {
+      ObjectReader fr(*fo, path + ".foreign");
+      TaskSpec::Foreign f;
+      f.caller = fr.String("caller", "");
+      if (sbx::Status st = fr.Finish(); !st.ok()) return wrap(st);
+      if (f.caller.empty())
+        return wrap(sbx::InvalidArgument(path + ".foreign.caller: a non-empty string"));
+      if (!own_sandbox) {
+        return wrap(sbx::InvalidArgument(
+            path +
+            ".foreign: only for a task with a sandbox of its own (another caller may "
+            "destroy it)"));
+      }
+      t.foreign = f;
+    }
     if (tr.Has("revert")) t.revert = tr.Bool("revert", true);
     t.canaries_before = tr.Bool("canaries_before", false);
     if (sbx::Status st = tr.Finish(); !st.ok()) return wrap(st);
@@ -650,6 +665,11 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
           return wrap(sbx::InvalidArgument(
               path + ".check.params.then.after_revert: the task does not revert"));
         }
+      }
+      if ((c->kind == "foreign_refused") != t.foreign.has_value()) {
+        return wrap(sbx::InvalidArgument(
+            path + (t.foreign ? ".check.kind: a task with `foreign` is judged by foreign_refused"
+                              : ".check.kind: foreign_refused judges a task with `foreign`")));
       }
       t.check = std::move(*c);
     }

@@ -99,6 +99,15 @@ struct TaskSpec {
     int rounds = 3;
   };
   std::optional<Fresh> fresh;
+  // PROD-1: after the task's command, in the task's own sandbox (made by the scenario's tenant):
+  // the harness plants a canary as the sandbox's owner, then calls exec, revert and destroy on
+  // it as `caller` (another tenant the target serves) and as a caller with no credential at
+  // all, the owner looking at its sandbox after each call. Judged by kind foreign_refused from
+  // the owner's side: every call refused, and nothing of it reached the sandbox.
+  struct Foreign {
+    std::string caller;
+  };
+  std::optional<Foreign> foreign;
   // Plant the revert canaries BEFORE the task rather than after it: for a task that ends its
   // sandbox (a limit breach), after which nothing can be planted — so the revert of a crashed
   // sandbox is held to the same standard (with after_each_task.canaries).
