@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "drivers/target.h"
 #include "scenario/scenario.h"
 
@@ -26,6 +27,23 @@ struct Step {
   std::string error;  // the call failed (infrastructure); the scenario stops
   std::string refused;  // a call by another caller (PROD-1) that the target refused: its answer
   nlohmann::json ToJson() const;
+  // Starts an exec step of `phase` running `cmd` (timed by Time()).
+  static Step ExecOf(std::string phase, std::string cmd) {
+    Step s;
+    s.phase = std::move(phase);
+    s.is_exec = true;
+    s.command = std::move(cmd);
+    return s;
+  }
+  // Makes `call` by the harness's clocks (started_unix, wall_seconds); returns what it returned.
+  template <class F>
+  auto Time(F&& call) {
+    started_unix = NowUnix();
+    auto t0 = SteadyClock::now();
+    auto r = call();
+    wall_seconds = SecondsSince(t0);
+    return r;
+  }
 };
 
 // One sandbox of a pool walk (TaskSpec::Walk): who asked for it, and its three calls.

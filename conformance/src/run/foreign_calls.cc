@@ -4,7 +4,6 @@
 
 #include <random>
 
-#include "common/clock.h"
 #include "common/subprocess.h"
 #include "run/runner.h"
 
@@ -46,15 +45,10 @@ bool Runner::RunForeign(ScenarioRun& run, TaskRecord& rec, std::string& sandbox)
       // A foreign exec writes a mark of its own and reads the owner's canary.
       const std::string cmd = fmt::format(
           "echo foreign-{} > /work/.sbx-foreign; cat /work/.sbx-owner", rec.foreign_token);
-      fc.call.emplace();
+      fc.call = Step::ExecOf(fmt::format("foreign-{}", op), fc.op == "exec" ? cmd : "");
       Step& s = *fc.call;
-      s.phase = fmt::format("foreign-{}", op);
       s.is_exec = fc.op == "exec";
-      if (s.is_exec) s.command = cmd;
-      s.started_unix = NowUnix();
-      auto t0 = SteadyClock::now();
-      auto r = target_.CallAs(who, op, sandbox, cmd, timeout);
-      s.wall_seconds = SecondsSince(t0);
+      auto r = s.Time([&] { return target_.CallAs(who, op, sandbox, cmd, timeout); });
       const std::string as = who.empty() ? "no credential" : who;
       if (!r.ok() && r.status().code() == sbx::Code::kUnsupported) {
         fc.not_made = r.status().message();
@@ -83,15 +77,9 @@ bool Runner::RunForeign(ScenarioRun& run, TaskRecord& rec, std::string& sandbox)
       }
       log_.StepLine(label, s);
       // The owner's look: a sandbox the call took away is evidence, not a failure of the run.
-      fc.look.emplace();
+      fc.look = Step::ExecOf("owner-look", kOwnerLook);
       Step& l = *fc.look;
-      l.phase = "owner-look";
-      l.is_exec = true;
-      l.command = kOwnerLook;
-      l.started_unix = NowUnix();
-      auto t1 = SteadyClock::now();
-      auto lr = target_.Exec(sandbox, kOwnerLook, timeout);
-      l.wall_seconds = SecondsSince(t1);
+      auto lr = l.Time([&] { return target_.Exec(sandbox, kOwnerLook, timeout); });
       if (lr.ok()) {
         l.answer = std::move(*lr);
       } else {

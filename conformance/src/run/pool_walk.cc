@@ -12,7 +12,6 @@
 #include <random>
 #include <sstream>
 
-#include "common/clock.h"
 #include "common/subprocess.h"
 #include "run/runner.h"
 
@@ -141,15 +140,9 @@ bool Runner::RunWalk(ScenarioRun& run, TaskRecord& rec) {
     log_.Progress(fmt::format("{}: {} {} {}", label, step.tenant, step.tool, step.trust));
     if (one_shot) {
       // One call: take (or make) a sandbox, run, give it back to the pool.
-      step.exec.emplace();
+      step.exec = Step::ExecOf("walk-run", cmd);
       Step& s = *step.exec;
-      s.phase = "walk-run";
-      s.is_exec = true;
-      s.command = cmd;
-      s.started_unix = NowUnix();
-      auto t0 = SteadyClock::now();
-      auto r = target_.RunPooled(request, cmd, t.timeout_s);
-      s.wall_seconds = SecondsSince(t0);
+      auto r = s.Time([&] { return target_.RunPooled(request, cmd, t.timeout_s); });
       if (!r.ok() && r.status().code() == sbx::Code::kUnsupported) {
         rec.walk_pooled_note = "no pooled one-shot runs: " + r.status().ToString();
         log_.Progress(fmt::format("{}: {}", t.label, rec.walk_pooled_note));

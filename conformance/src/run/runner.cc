@@ -58,10 +58,7 @@ json RedactSecrets(json request) {
 bool Runner::CreateStep(ScenarioRun& run, const std::string& label, const std::string& phase,
                         const json& request, Step* out, std::string* id, bool abort_on_failure) {
   out->phase = phase;
-  out->started_unix = NowUnix();
-  auto t0 = Clock::now();
-  auto r = target_.Create(request);
-  out->wall_seconds = SecondsSince(t0);
+  auto r = out->Time([&] { return target_.Create(request); });
   if (!r.ok()) {
     out->error = r.status().ToString();
     if (abort_on_failure)
@@ -80,10 +77,7 @@ bool Runner::ExecStep(ScenarioRun& run, const std::string& label, const std::str
   out->phase = phase;
   out->is_exec = true;
   out->command = cmd;
-  out->started_unix = NowUnix();
-  auto t0 = Clock::now();
-  auto r = target_.Exec(sandbox, cmd, timeout_s);
-  out->wall_seconds = SecondsSince(t0);
+  auto r = out->Time([&] { return target_.Exec(sandbox, cmd, timeout_s); });
   if (!r.ok()) {
     out->error = r.status().ToString();
     run.abort_error = fmt::format("{} of '{}' failed: {}", phase, label, r.status().ToString());
@@ -97,13 +91,12 @@ bool Runner::ExecStep(ScenarioRun& run, const std::string& label, const std::str
 bool Runner::OpStep(ScenarioRun& run, const std::string& label, const std::string& phase,
                     const std::string& sandbox, Op op, Step* out) {
   out->phase = phase;
-  out->started_unix = NowUnix();
-  auto t0 = Clock::now();
-  auto r = op == Op::kRevert    ? target_.Revert(sandbox)
+  auto r = out->Time([&] {
+    return op == Op::kRevert    ? target_.Revert(sandbox)
            : op == Op::kDestroy ? target_.Destroy(sandbox)
            : op == Op::kSuspend ? target_.Suspend(sandbox)
                                 : target_.Resume(sandbox);
-  out->wall_seconds = SecondsSince(t0);
+  });
   if (!r.ok()) {
     out->error = r.status().ToString();
     if (run.abort_error.empty()) {
