@@ -209,6 +209,9 @@ const std::map<std::string, std::string>& Defects() {
        "a trusted sandbox, reset in place, serves the same tenant and tool again, but the "
        "commands of a sandbox taken from the shelf get the new request's env without its secrets "
        "(POOL-2)"},
+      {"one-service-tenant",
+       "every create is made with the adapter's own service credential, whatever tenant it "
+       "names: a floored tenant's sandbox gets the service tenant's policy, no floor (SEL-2)"},
       {"any-caller-reaches-sandbox",
        "the sandbox id is the key: exec, revert and destroy are carried out with the credential "
        "the sandbox was made with, whoever calls (the op's \"caller\" is ignored) (PROD-1)"},
@@ -726,7 +729,8 @@ int main(int argc, char** argv) {
   std::string token = Env("SANDCHECK_SELFTEST_TOKEN", "");
   const json tenant_tokens = json::parse(Env("SANDCHECK_SELFTEST_TENANTS", "{}"), nullptr, false);
   if (op == "create" && in.contains("tenant") && in["tenant"].is_string() &&
-      tenant_tokens.is_object() && tenant_tokens.contains(in["tenant"].get<std::string>())) {
+      tenant_tokens.is_object() && tenant_tokens.contains(in["tenant"].get<std::string>()) &&
+      defect != "one-service-tenant") {
     token = tenant_tokens[in["tenant"].get<std::string>()].get<std::string>();
   } else if (op != "create" && op != "info" && in.contains("sandbox") &&
              in["sandbox"].is_string()) {
@@ -781,6 +785,20 @@ int main(int argc, char** argv) {
     out["name"] = "defect-" + defect;
     out["version"] = info.version;
     out["defect"] = Defects().at(defect);
+    // SEL-2: the tenants' floors, as sandboxd names them to each tenant's own credential.
+    json floors = json::object();
+    if (tenant_tokens.is_object()) {
+      for (auto it = tenant_tokens.begin(); it != tenant_tokens.end(); ++it) {
+        if (!it.value().is_string()) continue;
+        sandcheck::TargetOptions as = topts;
+        as.token = it.value().get<std::string>();
+        auto t = sandcheck::MakeTarget(as);
+        if (!t.ok()) Die(1, "unavailable", t.status().ToString());
+        sandcheck::TargetInfo ti = Must((*t)->Info(), "info");
+        if (ti.raw.contains("tenant_floor")) floors[it.key()] = ti.raw["tenant_floor"];
+      }
+    }
+    if (!floors.empty()) out["tenant_floors"] = floors;
     std::cout << out.dump() << "\n";
     return 0;
   }
@@ -792,6 +810,7 @@ int main(int argc, char** argv) {
       if (limits.contains(key) && limits[key].is_number_integer() && limits[key].get<int64_t>() > 0)
         limits[key] = Scaled(limits, key, f);
     };
+    if (has("one-service-tenant")) req.erase("tenant");  // the service tenant's own sandbox
     if (has("no-network") && req.contains("egress")) req["egress"]["rules"] = json::array();
     if (has("directory-resolves") && req.contains("hosts") && req["hosts"].is_object()) {
       json rules = req.contains("egress") ? req["egress"].value("rules", json::array())

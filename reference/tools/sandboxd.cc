@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
   for (auto& t : config->tenants) {
     creds.push_back({t.name, std::move(t.token)});
     service_options.max_sandboxes[t.name] = t.max_sandboxes;
+    if (!t.floor.empty()) service_options.floors[t.name] = t.floor;
     names.push_back(t.name);
   }
   auto auth = Authenticator::Create(std::move(creds));
@@ -127,6 +128,7 @@ int main(int argc, char** argv) {
   runtime_options.reclaim_backlog = config->reclaim_backlog;
   runtime_options.remote_workers = config->remote_workers;
   runtime_options.remote_call_timeout_s = config->remote_call_timeout_s;
+  runtime_options.tenant_floors = service_options.floors;  // SEL-2
   auto runtime = Runtime::Open(runtime_options);
   if (!runtime.ok()) {
     Log(fmt::format("cannot open the runtime: {}", runtime.status().ToString()));

@@ -20,15 +20,20 @@ TOKEN = "selftest-token-0123456789abcdef"
 # The pool scenario's walk names two tenants (sandcheck's adapter-target names for them): the
 # adapter makes each tenant's sandboxes with that tenant's token.
 TOKEN_B = "selftest-token-b-0123456789abcdef"
-TENANTS = {"sandcheck-a": TOKEN, "sandcheck-b": TOKEN_B}
+WALK_TENANTS = {"sandcheck-a": TOKEN, "sandcheck-b": TOKEN_B}
+# SEL-2 (backends/tenant-floor): a third tenant whose policy floor is gvisor.
+TOKEN_FLOORED = "selftest-token-floored-0123456789"
+TENANTS = dict(WALK_TENANTS, **{"sandcheck-floored": TOKEN_FLOORED})
+FLOORS = {"sandcheck-floored": "gvisor"}
 
 
 @pytest.fixture(scope="module")
 def sandboxd(root_only, tmp_path_factory):
     d = tmp_path_factory.mktemp("selftest")
     cfg = d / "sandboxd.json"
-    cfg.write_text(json.dumps({"tenants": {name: {"token": tok, "max_sandboxes": 64}
-                                           for name, tok in TENANTS.items()}}))
+    cfg.write_text(json.dumps({"tenants": {
+        name: dict({"token": tok, "max_sandboxes": 64}, **({"floor": FLOORS[name]} if name in FLOORS else {}))
+        for name, tok in TENANTS.items()}}))
     cfg.chmod(0o600)
     sock = d / "sandboxd.sock"
     log_path = d / "sandboxd.log"
@@ -124,7 +129,7 @@ def test_pool_walk_through_sandboxd_with_two_credentials(sandboxd, tmp_path):
     assert {k for k, c in checks.items() if c["outcome"] == "pass"} == set(checks), checks
     walk = next(t for t in report["scenarios"][0]["tasks"] if t["id"] == "walk")["walk"]
     assert walk["pooled_note"] == "", walk["pooled_note"]  # the /v1/run lane ran
-    assert {s["tenant"] for s in walk["steps"]} == set(TENANTS), walk["steps"]
+    assert {s["tenant"] for s in walk["steps"]} == set(WALK_TENANTS), walk["steps"]
     assert any(s["pooled"] for s in walk["steps"]) and any(not s["pooled"] for s in walk["steps"])
     # PROD-1 over the API: the other tenant's and the no-credential calls were all made.
     assert "6 of 6 calls" in checks["pool/other-tenant-refused"]["reason"], checks

@@ -436,6 +436,16 @@ Verdict Expect(TaskRecord& t, const json& p) {
     t.got = "refused to create the sandbox";
     t.refused = true;
     v.evidence["create_refused"] = t.create_refused;
+    // The refusal SEL-5 allows is the API's sandbox_unavailable ("no backend can provide it"),
+    // not any failure: a create that fails for another reason (a credential the front does not
+    // pass on, a crash) is no proof that the sandbox would not have run on a weaker backend.
+    if (t.create_refused.find("sandbox_unavailable") == std::string::npos) {
+      return {Outcome::kFail,
+              "the target failed to create the sandbox, and not as sandbox_unavailable (the "
+              "refusal the requirement allows): " +
+                  t.create_refused.substr(0, 300),
+              v.evidence};
+    }
     return {Outcome::kPass, "the target refused to create the sandbox: " + t.create_refused,
             v.evidence};
   }

@@ -578,6 +578,13 @@ TEST_F(ExpectJudge, ARefusalPassesOnlyWhereAllowed) {
   });
   EXPECT_EQ(refused.first, "pass");
   EXPECT_NE(refused.second.find("refused"), std::string::npos);
+  // Any other failure of the create is not SEL-5's refusal.
+  auto failed = Judge(p, Out(""), [](TaskRecord& r) {
+    r.task.reset();
+    r.create_refused = "internal: HTTP 403: create.tenant: not the authenticated tenant";
+  });
+  EXPECT_EQ(failed.first, "fail");
+  EXPECT_NE(failed.second.find("not as sandbox_unavailable"), std::string::npos) << failed.second;
 }
 
 TEST_F(ExpectJudge, AnswerHasLooksIntoExtraKeys) {

@@ -328,6 +328,29 @@ int CmdRun(const std::vector<std::string>& args) {
           ropts.harness["tenant_b"] = "sandcheck-b";
         }
       }
+      if (used.count("floored_tenant") && ctx.info && ctx.info->Has("tenants")) {
+        // SEL-2: a tenant whose policy floor is a kernel of its own (gvisor, microvm), which the
+        // sandbox's kernel evidence can tell from the host's. Over HTTP a tenant is a credential:
+        // --token's or --second-token's, as GET /v1/info names it with its "tenant_floor".
+        auto own_kernel = [](const nlohmann::json& f) {
+          return f.is_string() && (f == "gvisor" || f == "microvm");
+        };
+        const nlohmann::json& raw = ctx.info->raw;
+        if (own_kernel(raw.value("tenant_floor", nlohmann::json())) && raw.contains("tenant")) {
+          ropts.harness["floored_tenant"] = raw["tenant"].get<std::string>();
+        } else if (own_kernel(raw.value("second_tenant_floor", nlohmann::json())) &&
+                   raw.contains("second_tenant")) {
+          ropts.harness["floored_tenant"] = raw["second_tenant"].get<std::string>();
+        } else if (raw.contains("tenant_floors") && raw["tenant_floors"].is_object()) {
+          const nlohmann::json& floors = raw["tenant_floors"];
+          for (auto it = floors.begin(); it != floors.end(); ++it) {
+            if (own_kernel(it.value())) {
+              ropts.harness["floored_tenant"] = it.key();
+              break;
+            }
+          }
+        }
+      }
       bool sink_service = false;  // a scenario's name served by the sink (a TLS passthrough)
       for (const auto& s : *scenarios) {
         for (const auto& [name, fixture] : s.sandbox.services) sink_service |= fixture == "sink";

@@ -207,8 +207,21 @@ class AdapterDriver final : public Target {
       }
     }
     if (r->exit_code != 0) {
-      return sbx::Internal(fmt::format("adapter {} {} failed with exit status {}; stderr: {}",
-                                       path_, op, r->exit_code, Tail(r->err, 500)));
+      // The error object the protocol asks for on stdout, when there is one: its code is what
+      // a check may read (sandbox_unavailable is SEL-5's refusal).
+      json e = json::parse(r->out, nullptr, /*allow_exceptions=*/false);
+      std::string said;
+      if (e.is_object() && e.contains("error") && e["error"].is_object()) {
+        const json& err = e["error"];
+        said = fmt::format(
+            " ({}: {})",
+            err.contains("code") && err["code"].is_string() ? err["code"].get<std::string>() : "?",
+            err.contains("message") && err["message"].is_string()
+                ? err["message"].get<std::string>().substr(0, 300)
+                : "");
+      }
+      return sbx::Internal(fmt::format("adapter {} {} failed with exit status {}{}; stderr: {}",
+                                       path_, op, r->exit_code, said, Tail(r->err, 500)));
     }
     if (r->output_truncated)
       return sbx::Internal(fmt::format("adapter {} {} printed more than 16 MiB", path_, op));

@@ -58,6 +58,8 @@ class HttpDriver final : public Target {
       if (second_tenant_.empty())
         return Fail("GET /v1/info", "the answer to the second token names no \"tenant\"");
       info->raw["second_tenant"] = second_tenant_;
+      if (b.body.contains("tenant_floor"))
+        info->raw["second_tenant_floor"] = b.body["tenant_floor"];
     }
     return info;
   }

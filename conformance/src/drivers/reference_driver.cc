@@ -205,21 +205,25 @@ class Holder {
 
 class ReferenceDriver final : public Target {
  public:
-  ReferenceDriver(std::shared_ptr<sbx::Runtime> rt, bool warm_pool)
-      : rt_(std::move(rt)), warm_pool_(warm_pool) {}
+  ReferenceDriver(std::shared_ptr<sbx::Runtime> rt, bool warm_pool,
+                  std::map<std::string, std::string> tenant_floors)
+      : rt_(std::move(rt)), warm_pool_(warm_pool), tenant_floors_(std::move(tenant_floors)) {}
 
   std::string Kind() const override { return "reference"; }
   std::string Spec() const override { return "reference"; }
 
   // sbx::Runtime is thread-safe: another thread shares it.
   sbx::StatusOr<std::unique_ptr<Target>> ForThread() override {
-    return std::unique_ptr<Target>(new ReferenceDriver(rt_, warm_pool_));
+    return std::unique_ptr<Target>(new ReferenceDriver(rt_, warm_pool_, tenant_floors_));
   }
 
   sbx::StatusOr<TargetInfo> Info() override {
     auto info = ParseInfo(rt_->Info());
     if (!info.ok()) return sbx::Internal("reference runtime Info(): " + info.status().message());
     if (info->Has("egress") && !info->Has("egress.log")) info->features.push_back("egress.log");
+    // SEL-2: the operator's floors, as a multi-tenant front would publish them (the in-process
+    // runtime is opened with one: kReferenceFloors).
+    if (!tenant_floors_.empty()) info->raw["tenant_floors"] = tenant_floors_;
     return info;
   }
 
@@ -381,6 +385,7 @@ class ReferenceDriver final : public Target {
  private:
   std::shared_ptr<sbx::Runtime> rt_;
   bool warm_pool_ = false;
+  std::map<std::string, std::string> tenant_floors_;
 };
 
 }  // namespace
@@ -388,10 +393,12 @@ class ReferenceDriver final : public Target {
 sbx::StatusOr<std::unique_ptr<Target>> MakeReferenceTarget(const TargetOptions& options) {
   sbx::RuntimeOptions ro;
   ro.warm_pool = options.reference_warm_pool;
+  // SEL-2 (backends/tenant-floor): one tenant whose policy floor is a kernel of its own.
+  ro.tenant_floors = {{"sandcheck-floored", "gvisor"}};
   auto rt = sbx::Runtime::Open(ro);
   if (!rt.ok()) return rt.status().WithContext("opening the reference runtime");
-  return std::unique_ptr<Target>(
-      new ReferenceDriver(std::shared_ptr<sbx::Runtime>(std::move(*rt)), ro.warm_pool));
+  return std::unique_ptr<Target>(new ReferenceDriver(std::shared_ptr<sbx::Runtime>(std::move(*rt)),
+                                                     ro.warm_pool, ro.tenant_floors));
 }
 
 int RunSandboxHolder(const std::vector<std::string>& args) {

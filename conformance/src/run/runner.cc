@@ -162,6 +162,13 @@ std::string Runner::CannotRun(const TaskSpec& t) const {
     if (!options_.harness.count(name)) {
       std::string why;
       if (name == "mirror_addr") why = " (no mirror fixture: --mirror none)";
+      if (name == "floored_tenant") {
+        why = info_.Has("tenants")
+                  ? " (the target names no tenant whose floor is gvisor or microvm: info's "
+                    "tenant_floors, or over HTTP the tenant_floor of --token's or "
+                    "--second-token's tenant)"
+                  : " (the target's info does not offer the feature tenants)";
+      }
       if (name == "tenant_a" || name == "tenant_b") {
         why = info_.Has("tenants")
                   ? " (over HTTP a tenant is its credential's: give a second tenant's with "

@@ -137,6 +137,11 @@ const std::vector<HarnessValueSpec>& HarnessValueSpecs() {
        "a second tenant: \"sandcheck-b\" for an adapter or the in-process reference that offers "
        "`tenants`; over HTTP the tenant of --second-token (without it, a walk over HTTP is a "
        "skip, saying so)"},
+      {"floored_tenant", false,
+       "a tenant whose policy floor is a kernel of its own (gvisor or microvm, SEL-2), as the "
+       "target publishes it: info's \"tenant_floors\" {TENANT: BACKEND} (an adapter, the "
+       "in-process reference: \"sandcheck-floored\"), or over HTTP the \"tenant_floor\" GET "
+       "/v1/info names for --token's or --second-token's tenant"},
       {"token", false, "random hex, new for every run"},
       {"token_number", false, "a random 7-digit number, new for every run"},
       {"mirror_addr", false,

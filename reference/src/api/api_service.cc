@@ -219,6 +219,8 @@ HttpResponse ApiService::Info(const std::string& tenant) {
   info["features"] = features;
   info["api"] = "v1";
   info["tenant"] = tenant;
+  if (auto f = options_.floors.find(tenant); f != options_.floors.end())
+    info["tenant_floor"] = f->second;
   if (!info.contains("capacity") || !info["capacity"].is_object()) info["capacity"] = json::object();
   {
     std::lock_guard lock(mu_);

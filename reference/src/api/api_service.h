@@ -28,6 +28,8 @@ namespace sbx::api {
 
 struct ServiceOptions {
   std::map<std::string, int> max_sandboxes;  // per tenant; absent = kDefaultMaxSandboxes
+  // SEL-2: per tenant, its policy floor (GET /v1/info's "tenant_floor"; the runtime enforces it).
+  std::map<std::string, std::string> floors;
   static constexpr int kDefaultMaxSandboxes = 16;
   // The server's own bounds and counters for GET /v1/info's "capacity.server" (issue 17).
   std::function<nlohmann::json()> server_capacity;

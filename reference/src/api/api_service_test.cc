@@ -32,6 +32,7 @@ class ApiServiceTest : public ::testing::Test {
   static ServiceOptions MakeOptions() {
     ServiceOptions o;
     o.max_sandboxes["bob"] = 2;
+    o.floors["bob"] = "gvisor";
     return o;
   }
 
@@ -377,6 +378,10 @@ TEST_F(ApiServiceTest, InfoReportsTheTenantsBound) {
   auto j = json::parse(r.body);
   EXPECT_EQ(j["capacity"]["tenant"]["max_sandboxes"], 2);
   EXPECT_EQ(j["capacity"]["tenant"]["sandboxes"], 1);
+  // SEL-2: a tenant is told its own floor, and only its own.
+  EXPECT_EQ(j["tenant_floor"], "gvisor");
+  auto alice = json::parse(Call("GET", "/v1/info").body);
+  EXPECT_FALSE(alice.contains("tenant_floor")) << alice.dump();
 }
 
 TEST(ErrorMapTest, EveryCodeRoundTripsThroughItsNameAndStatus) {

@@ -13,6 +13,7 @@
 #include "client/token.h"
 #include "client/wire.h"
 #include "sbx/http_client.h"
+#include "select/selection.h"
 
 namespace sbx::api {
 
@@ -115,7 +116,7 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
   for (auto it = j["tenants"].begin(); it != j["tenants"].end(); ++it) {
     std::string what = fmt::format("config.tenants.{}", it.key());
     RETURN_IF_ERROR(ValidateTenantName(it.key()).WithContext("config.tenants"));
-    RETURN_IF_ERROR(CheckKeys(it.value(), what, {"token", "token_file", "max_sandboxes"}));
+    RETURN_IF_ERROR(CheckKeys(it.value(), what, {"token", "token_file", "max_sandboxes", "floor"}));
     const json& t = it.value();
     TenantConfig tc;
     tc.name = it.key();
@@ -135,6 +136,12 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
     }
     RETURN_IF_ERROR(ValidateToken(tc.token).WithContext(what));
     ASSIGN_OR_RETURN(tc.max_sandboxes, GetInt(t, "max_sandboxes", what, 1, 10000, 16));
+    if (t.contains("floor")) {
+      if (!t["floor"].is_string() || !selection::ParseBackend(t["floor"].get<std::string>()).ok())
+        return InvalidArgument(fmt::format(
+            "{}.floor: a backend (native, wasm, oci, gvisor, microvm, kubernetes, remote)", what));
+      tc.floor = t["floor"].get<std::string>();
+    }
     c.tenants.push_back(tc);
     creds.push_back({tc.name, tc.token});
   }

@@ -52,6 +52,7 @@ struct TenantConfig {
   std::string name;
   std::string token;
   int max_sandboxes = 16;
+  std::string floor;  // SEL-2: the tenant policy's minimum isolation (a backend); "" = none
 };
 
 // "tls": the server's certificate (chain) and key, and the CA of client certificates (mutual

@@ -58,7 +58,7 @@ TEST_F(ConfigTest, TheDocumentedExampleParses) {
   std::string path = Write("c.json", R"({
     "tenants": {
       "alice": {"token": "alice-token-0123456789"},
-      "bob": {"token_file": "bob.token", "max_sandboxes": 4}
+      "bob": {"token_file": "bob.token", "max_sandboxes": 4, "floor": "gvisor"}
     },
     "listen": "127.0.0.1:8080",
     "workers": 4,
@@ -73,6 +73,8 @@ TEST_F(ConfigTest, TheDocumentedExampleParses) {
   EXPECT_EQ(c->tenants[0].max_sandboxes, 16);
   EXPECT_EQ(c->tenants[1].token, "bob-token-from-a-file-0123");  // newline stripped
   EXPECT_EQ(c->tenants[1].max_sandboxes, 4);
+  EXPECT_EQ(c->tenants[0].floor, "");
+  EXPECT_EQ(c->tenants[1].floor, "gvisor");
   EXPECT_EQ(c->listen, "127.0.0.1:8080");
   EXPECT_EQ(c->workers, 4);
   EXPECT_TRUE(c->warnings.empty());
@@ -98,6 +100,8 @@ TEST_F(ConfigTest, EveryDeviationIsAnErrorNamingIt) {
       {R"({"tenants": {}})", "tenants"},
       {R"({"tenants": []})", "tenants"},
       {"{\"tenants\": {" + ok_tenant + "}, \"lisen\": \"x\"}", "lisen"},
+      {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "floor": "vm"}}})",
+       "alice.floor"},
       {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "admin": true}}})", "admin"},
       {R"({"tenants": {"alice": {}}})", "exactly one of token and token_file"},
       {R"({"tenants": {"alice": {"token": "alice-token-0123456789", "token_file": "x"}}})",
