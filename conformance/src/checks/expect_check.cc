@@ -24,8 +24,6 @@ struct Findings {
   std::vector<std::string> held, failed;
 };
 
-// Judges an exec answer (and the harness's wall time of the call) against the expectation
-// vocabulary shared by the task, its `then` command and each `any_of` alternative.
 // The number at JSON pointer `ptr` in the first stdout line that is a JSON object, if any.
 std::optional<double> JsonNumberAt(const std::string& text, const std::string& ptr) {
   auto doc = FirstJsonLine(text);
@@ -33,6 +31,29 @@ std::optional<double> JsonNumberAt(const std::string& text, const std::string& p
   if (!doc || !doc->contains(jp) || !(*doc)[jp].is_number()) return std::nullopt;
   return (*doc)[jp].get<double>();
 }
+
+// For a missing `"survivors":[]`: " (survivors: A, B)", the canaries an sbx-canary check line
+// of `out` names, so that the reason says what survived and not only that something did.
+std::string NamedSurvivors(const std::string& wanted, const std::string& out) {
+  if (wanted.find("survivors") == std::string::npos) return "";
+  std::vector<std::string> names;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    size_t nl = out.find('\n', pos);
+    std::string line = out.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? out.size() : nl + 1;
+    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("survivors") || !j["survivors"].is_array()) continue;
+    for (const auto& n : j["survivors"]) {
+      if (n.is_string()) names.push_back(n.get<std::string>());
+    }
+  }
+  if (names.empty()) return "";
+  return " (survivors: " + Join(names, ", ") + ")";
+}
+
+// Judges an exec answer (and the harness's wall time of the call) against the expectation
+// vocabulary shared by the task, its `then` command and each `any_of` alternative.
 
 Findings JudgeAnswer(const ExecAnswer& a, double wall_seconds, const json& e) {
   Findings f;
@@ -68,7 +89,7 @@ Findings JudgeAnswer(const ExecAnswer& a, double wall_seconds, const json& e) {
   }
   for (const auto& x : list("stdout_contains")) {
     if (a.stdout_text.find(x) == std::string::npos)
-      f.failed.push_back("stdout lacks " + Quoted(x));
+      f.failed.push_back("stdout lacks " + Quoted(x) + NamedSurvivors(x, a.stdout_text));
     else
       f.held.push_back("stdout holds " + Quoted(x));
   }

@@ -587,6 +587,14 @@ TEST_F(ExpectJudge, ARefusalPassesOnlyWhereAllowed) {
   EXPECT_NE(failed.second.find("not as sandbox_unavailable"), std::string::npos) << failed.second;
 }
 
+TEST_F(ExpectJudge, AMissingEmptySurvivorsListNamesTheSurvivors) {
+  json p = {{"stdout_contains", {"\"survivors\":[]"}}};
+  auto r = Judge(p, Out("{\"survivors\":[\"tmp-file\",\"process\"],\"checked\":[]}\n"));
+  EXPECT_EQ(r.first, "fail");
+  EXPECT_NE(r.second.find("(survivors: tmp-file, process)"), std::string::npos) << r.second;
+  EXPECT_EQ(Judge(p, Out("{\"survivors\":[],\"checked\":[]}\n")).first, "pass");
+}
+
 TEST_F(ExpectJudge, AnswerHasLooksIntoExtraKeys) {
   json p = {{"answer_has", {"stages.execute", "stages.cleanup"}}};
   ExecAnswer a = Out("");
