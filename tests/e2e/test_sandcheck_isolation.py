@@ -330,7 +330,11 @@ def test_adapters_pass_with_their_known_gaps(tmp_path, root, name):
             assert c["outcome"] in ("xfail", "skip"), (cid, c)
     assert r.outcome("failure/stages-reported") == "xfail"
     assert r.outcome("isolation/host-files-hidden") == "pass"
-    assert r.outcome("isolation/destroy-ends-processes") == "pass"
+    # Seen on the host before the destroy and gone after it; where the adapter's background
+    # processes end with their command (or are a gVisor sandbox's), never seen: a skip that says
+    # so, no longer a pass on nothing.
+    d = r.by_id["isolation/destroy-ends-processes"]
+    assert d["outcome"] == "pass" or (d["outcome"] == "skip" and "cannot judge" in d["reason"]), d
 
 
 def test_scenarios_match_the_schema():

@@ -572,6 +572,7 @@ Verdict Expect(TaskRecord& t, const json& p) {
         f.held.push_back(fmt::format("{}: {}", head, Join(tf.held, ", ")));
     }
   }
+  std::string cannot_judge;  // the evidence shows nothing either way: a skip, never a pass
   if (p["host_absent"].is_object()) {
     v.evidence["host_scans"] = t.host_scans;
     if (t.host_scans.empty()) {
@@ -579,6 +580,22 @@ Verdict Expect(TaskRecord& t, const json& p) {
       if (!t.host_note.empty()) v.evidence["host_note"] = t.host_note;
     }
     for (const auto& scan : t.host_scans) {
+      if (scan["after"] == "before-destroy") {
+        // The control: seen on this host while the sandbox lived, or the scan after the
+        // destroy cannot tell an ended process from one the host never showed.
+        if (scan["found"].empty()) {
+          cannot_judge = fmt::format(
+              "'{}' was not seen on this host even before the destroy: the sandbox's processes "
+              "are not the host's (a guest's, gVisor's) or its background processes end with "
+              "their command, so that none is seen after the destroy proves nothing",
+              scan["process"].get<std::string>());
+        } else {
+          f.held.push_back(fmt::format("'{}' seen on this host before the destroy (pid {})",
+                                       scan["process"].get<std::string>(),
+                                       scan["found"][0]["pid"].get<long>()));
+        }
+        continue;
+      }
       std::string after = scan["after"] == "destroy" ? "the destroy" : "the task";
       if (scan["found"].empty()) {
         f.held.push_back(fmt::format("no '{}' left on this host after {}",
@@ -717,6 +734,10 @@ Verdict Expect(TaskRecord& t, const json& p) {
   v.evidence["held"] = f.held;
   v.evidence["failed"] = f.failed;
   if (!f.failed.empty()) return {Outcome::kFail, Join(f.failed, "; "), v.evidence};
+  if (!cannot_judge.empty()) {
+    v.evidence["held"] = f.held;
+    return {Outcome::kSkip, "cannot judge: " + cannot_judge, v.evidence};
+  }
   return {Outcome::kPass, Join(f.held, "; "), v.evidence};
 }
 

@@ -394,6 +394,32 @@ TEST_F(ExpectJudge, HostScansFailWhenSomethingIsLeft) {
   EXPECT_NE(remote.second.find("not scanned"), std::string::npos);
 }
 
+TEST_F(ExpectJudge, AScanAfterTheDestroyNeedsTheProcessSeenBeforeIt) {
+  // (The judge reads the scans the runner made; the scenario's `after` only tells the runner.)
+  json p = {{"host_absent", {{"process", "sleep 1234567"}}}};
+  auto scans = [](json before, json after) {
+    return [before, after](TaskRecord& r) {
+      r.host_scans.push_back({{"process", "sleep 1234567"},
+                              {"found", before},
+                              {"waited_seconds", 0.0},
+                              {"after", "before-destroy"}});
+      r.host_scans.push_back({{"process", "sleep 1234567"},
+                              {"found", after},
+                              {"waited_seconds", 2.0},
+                              {"after", "destroy"}});
+    };
+  };
+  const json seen = {{{"pid", 42}, {"cmdline", "sleep 1234567"}}};
+  auto ok = Judge(p, Out(""), scans(seen, json::array()));
+  EXPECT_EQ(ok.first, "pass") << ok.second;
+  EXPECT_NE(ok.second.find("seen on this host before the destroy (pid 42)"), std::string::npos);
+  EXPECT_EQ(Judge(p, Out(""), scans(seen, seen)).first, "fail");
+  // Never seen on the host (a guest's, gVisor's processes): its absence after is no evidence.
+  auto blind = Judge(p, Out(""), scans(json::array(), json::array()));
+  EXPECT_EQ(blind.first, "skip");
+  EXPECT_NE(blind.second.find("cannot judge"), std::string::npos) << blind.second;
+}
+
 TEST_F(ExpectJudge, BackendIsJudgedWhenReportedAndSkippedOtherwise) {
   json p = {{"backend_in", {"gvisor", "microvm"}}};
   ExecAnswer on_gvisor = Out(""), on_native = Out("");

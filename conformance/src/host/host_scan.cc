@@ -63,4 +63,16 @@ json ScanHostProcesses(const std::string& needle, double wait_s) {
   return {{"process", needle}, {"found", found}, {"waited_seconds", waited}};
 }
 
+json AwaitHostProcess(const std::string& needle, double wait_s) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto deadline = t0 + std::chrono::duration<double>(wait_s);
+  json found = FindNow(needle);
+  while (found.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    found = FindNow(needle);
+  }
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {{"process", needle}, {"found", found}, {"waited_seconds", waited}};
+}
+
 }  // namespace sandcheck

@@ -16,6 +16,10 @@ namespace sandcheck {
 //   {"process": needle, "found": [{"pid", "cmdline"}...], "waited_seconds": x}
 // where "found" is what was still there at the end (empty: gone).
 nlohmann::json ScanHostProcesses(const std::string& needle, double wait_s);
+// The opposite wait: scans until a process whose command line holds `needle` is seen, for at
+// most `wait_s` (a control: what a sandbox just started in the background may not have exec'd
+// yet when its command returns). Same object; "found" empty if it never appeared.
+nlohmann::json AwaitHostProcess(const std::string& needle, double wait_s);
 
 // Whether `cmdline` (arguments joined by spaces) holds `needle` as whole words (see above).
 bool CmdlineHolds(const std::string& cmdline, const std::string& needle);

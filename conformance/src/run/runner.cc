@@ -189,7 +189,12 @@ std::string Runner::CannotRun(const TaskSpec& t) const {
 void Runner::HostScan(TaskRecord& rec, const std::string& after) {
   if (!rec.spec->check || rec.spec->check->kind != "expect") return;
   json h = rec.spec->check->params["host_absent"];
-  if (!h.is_object() || h["after"] != after) return;
+  // "before-destroy": the control of a scan after the destroy — the process must be seen on
+  // this host while the sandbox lives, or its absence afterwards proves nothing (a guest's or
+  // gVisor's processes are not the host's).
+  const bool control = after == "before-destroy";
+  if (!h.is_object() || h["after"] != (control ? "destroy" : after)) return;
+
   if (!options_.target_local) {
     rec.host_note = "no scan of the host's processes: the target's sandboxes run elsewhere";
     return;
@@ -197,7 +202,10 @@ void Runner::HostScan(TaskRecord& rec, const std::string& after) {
   SubstituteHarness(h, options_.harness);
   log_.Progress(fmt::format("{}: looking for '{}' on this host", rec.spec->label,
                             h["process"].get<std::string>()));
-  json scan = ScanHostProcesses(h["process"], h["wait_s"]);
+  // The control waits (bounded, 3 s) for the process to show: a background process the
+  // command started may not have exec'd when the command's answer came back.
+  json scan =
+      control ? AwaitHostProcess(h["process"], 3.0) : ScanHostProcesses(h["process"], h["wait_s"]);
   scan["after"] = after;
   rec.host_scans.push_back(scan);
 }
@@ -328,6 +336,7 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
   if (interrupted) ClearPendingInterrupt();  // still destroy it; a second signal stops that
   bool destroyed = true;
   if (!rec.own_sandbox.empty()) {  // (a fresh round whose create failed left none)
+    if (ok) HostScan(rec, "before-destroy");
     rec.own_destroy.emplace();
     destroyed = OpStep(run, t.label, "destroy", rec.own_sandbox, Op::kDestroy, &*rec.own_destroy);
   }
