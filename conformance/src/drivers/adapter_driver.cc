@@ -194,31 +194,24 @@ class AdapterDriver final : public Target {
       return sbx::Unsupported(
           fmt::format("adapter {} does not know the operation '{}' (exit 64)", path_, op));
     }
-    if (r->exit_code != 0 && refusal) {
+    if (r->exit_code != 0) {
+      // The error object the protocol asks for on stdout, when there is one: its code is what
+      // a check may read (sandbox_unavailable is SEL-5's refusal; PROD-1's refusals below).
       json e = json::parse(r->out, nullptr, /*allow_exceptions=*/false);
-      std::string code;
-      if (e.is_object() && e.contains("error") && e["error"].is_object() &&
-          e["error"].contains("code") && e["error"]["code"].is_string())
-        code = e["error"]["code"].get<std::string>();
-      if (code == "not_found" || code == "permission_denied" || code == "unauthenticated") {
+      std::string code = "?", said;
+      if (e.is_object() && e.contains("error") && e["error"].is_object()) {
+        const json& err = e["error"];
+        if (err.contains("code") && err["code"].is_string()) code = err["code"].get<std::string>();
+        said = fmt::format(" ({}: {})", code,
+                           err.contains("message") && err["message"].is_string()
+                               ? err["message"].get<std::string>().substr(0, 300)
+                               : "");
+      }
+      if (refusal &&
+          (code == "not_found" || code == "permission_denied" || code == "unauthenticated")) {
         refusal->refused = true;
         refusal->said = fmt::format("exit {}: {}", r->exit_code, e["error"].dump().substr(0, 280));
         return json::object();
-      }
-    }
-    if (r->exit_code != 0) {
-      // The error object the protocol asks for on stdout, when there is one: its code is what
-      // a check may read (sandbox_unavailable is SEL-5's refusal).
-      json e = json::parse(r->out, nullptr, /*allow_exceptions=*/false);
-      std::string said;
-      if (e.is_object() && e.contains("error") && e["error"].is_object()) {
-        const json& err = e["error"];
-        said = fmt::format(
-            " ({}: {})",
-            err.contains("code") && err["code"].is_string() ? err["code"].get<std::string>() : "?",
-            err.contains("message") && err["message"].is_string()
-                ? err["message"].get<std::string>().substr(0, 300)
-                : "");
       }
       return sbx::Internal(fmt::format("adapter {} {} failed with exit status {}{}; stderr: {}",
                                        path_, op, r->exit_code, said, Tail(r->err, 500)));

@@ -222,7 +222,7 @@ class ReferenceDriver final : public Target {
     if (!info.ok()) return sbx::Internal("reference runtime Info(): " + info.status().message());
     if (info->Has("egress") && !info->Has("egress.log")) info->features.push_back("egress.log");
     // SEL-2: the operator's floors, as a multi-tenant front would publish them (the in-process
-    // runtime is opened with one: kReferenceFloors).
+    // runtime is opened with one in MakeReferenceTarget).
     if (!tenant_floors_.empty()) info->raw["tenant_floors"] = tenant_floors_;
     return info;
   }

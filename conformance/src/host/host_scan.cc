@@ -51,28 +51,31 @@ bool CmdlineHolds(const std::string& cmdline, const std::string& needle) {
   return false;
 }
 
-json ScanHostProcesses(const std::string& needle, double wait_s) {
+namespace {
+
+// Polls FindNow(needle) until it finds something (`until_present`) or nothing, or `wait_s`
+// has passed.
+json PollHostProcesses(const std::string& needle, double wait_s, bool until_present,
+                       std::chrono::milliseconds every) {
   auto t0 = std::chrono::steady_clock::now();
   auto deadline = t0 + std::chrono::duration<double>(wait_s);
   json found = FindNow(needle);
-  while (!found.empty() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (found.empty() == until_present && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(every);
     found = FindNow(needle);
   }
   double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {{"process", needle}, {"found", found}, {"waited_seconds", waited}};
 }
 
+}  // namespace
+
+json ScanHostProcesses(const std::string& needle, double wait_s) {
+  return PollHostProcesses(needle, wait_s, /*until_present=*/false, std::chrono::milliseconds(50));
+}
+
 json AwaitHostProcess(const std::string& needle, double wait_s) {
-  auto t0 = std::chrono::steady_clock::now();
-  auto deadline = t0 + std::chrono::duration<double>(wait_s);
-  json found = FindNow(needle);
-  while (found.empty() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    found = FindNow(needle);
-  }
-  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return {{"process", needle}, {"found", found}, {"waited_seconds", waited}};
+  return PollHostProcesses(needle, wait_s, /*until_present=*/true, std::chrono::milliseconds(20));
 }
 
 }  // namespace sandcheck
