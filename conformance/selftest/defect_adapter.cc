@@ -143,6 +143,14 @@ const std::map<std::string, std::string>& Defects() {
        "a sandbox asked for on gvisor or microvm, or for untrusted code, runs as a plain "
        "container on the host's kernel (a silent fallback to runc), and every answer names the "
        "backend asked for (BK-4, BK-5, SEL-6)"},
+      {"missing-backend-falls-back",
+       "a sandbox asked for on a backend class no worker behind offers (kubernetes, remote) runs "
+       "natively, and every answer names the class asked for: a provisioning failure hidden by "
+       "a fallback (SEL-5, FAIL-1)"},
+      {"wasm-is-a-container",
+       "a sandbox asked for on the wasm class runs as a plain container, and a shim answers the "
+       "module's `escape` probe as a container without those files would (ENOENT, the kernel's "
+       "refusal): files hidden from a process, not a capability-based VM (BK-2)"},
       // Egress that lets more through than the rule says (the egress scenario).
       {"ports-ignored",
        "the gateway allows a listed host on any port: a request to HOST:PORT reaches the listed "
@@ -893,6 +901,21 @@ int main(int argc, char** argv) {
         req["backend"] = "oci";
       }
     }
+    if (has("missing-backend-falls-back") && req.contains("backend") &&
+        req["backend"].is_string()) {
+      // A class no worker behind offers: run it natively and name the class asked for.
+      sandcheck::TargetInfo behind = Must(rt.Info(), "info");
+      const std::string asked_backend = req["backend"];
+      if (std::find(behind.backends.begin(), behind.backends.end(), asked_backend) ==
+          behind.backends.end()) {
+        claim = asked_backend;
+        req["backend"] = "native";
+      }
+    }
+    if (has("wasm-is-a-container") && req.value("backend", "") == "wasm") {
+      claim = "wasm";
+      req["backend"] = "oci";
+    }
     std::string id;
     if (has("destroy-recycles")) {
       // A sandbox an earlier destroy kept for this same request, if any.
@@ -978,6 +1001,14 @@ int main(int argc, char** argv) {
     double timeout = in.value("timeout_s", 20.0);
     std::set<std::string> allowed;
     for (const auto& h : st.value("allowed", json::array())) allowed.insert(h.get<std::string>());
+    if (st.value("claim", "") == "wasm" && cmd == "escape") {
+      // wasm-is-a-container: the module's escape probe answered as a container whose image
+      // lacks those files would answer it: every refusal is the kernel's ENOENT.
+      cmd =
+          "for p in /etc/passwd /work/../etc/passwd ../etc/passwd /work/../../../../etc/passwd "
+          "/proc/self/environ; do echo \"blocked $p: No such file or directory\"; done; "
+          "echo 'no way out'";
+    }
     if (has("dns-open")) cmd = Redirect(cmd, allowed, true, false);
     if (has("ip-egress-open")) cmd = Redirect(cmd, allowed, false, true);
     if (has("lookalike-names-resolve")) cmd = Lookalikes(cmd, allowed);

@@ -145,7 +145,13 @@ int main(int argc, char** argv) {
       return std::find(backends.begin(), backends.end(), b) != backends.end();
     };
     std::string backend = in.value("backend", backends.front());
-    if (!offered(backend)) Die("backend " + backend + " is not offered");
+    if (!offered(backend)) {  // FAIL-1, SEL-5: no worker here can provision it
+      std::cout << json{{"error",
+                         {{"code", "sandbox_unavailable"},
+                          {"message", "backend " + backend + " is not offered"}}}}
+                << "\n";
+      Die("backend " + backend + " is not offered");
+    }
     // SEL-6: untrusted or unverified code runs on gvisor or microvm, or not at all.
     std::string trust = in.value("trust", "first_party");
     if ((trust == "untrusted" || trust == "unverified") && backend != "gvisor" &&

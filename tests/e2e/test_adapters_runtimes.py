@@ -463,8 +463,9 @@ def test_protocol_errors(adapter):
     assert rc == 2
     rc, out, _ = call(adapter, "create", {"template": "../refs/sandbox"})
     assert rc == 2
+    # A backend the adapter lacks: the spec's provisioning failure (FAIL-1, SEL-5).
     rc, out, _ = call(adapter, "create", {"backend": "microvm"})
-    assert rc == 1 and out["error"]["code"] == "unsupported"
+    assert rc == 1 and out["error"]["code"] == "sandbox_unavailable"
 
 
 # ---- the adapter itself dies -------------------------------------------------------------------

@@ -254,7 +254,7 @@ def test_backends_and_trust(tmp_path, mirror):
     r = sim(tmp_path, mirror, scenarios=["backends"], env=env, name="weak")
     assert r.code == 0, r
     assert r.outcome("backends/native") == "pass" and r.outcome("backends/oci") == "pass"
-    for b in ("gvisor", "microvm", "kubernetes", "remote"):
+    for b in ("gvisor", "microvm", "wasm", "kubernetes", "remote"):
         assert r.outcome(f"backends/{b}") == "skip"
         assert f"does not offer backend '{b}'" in r.by_id[f"backends/{b}"]["reason"]
     # Untrusted code on a worker without gvisor or microvm: refused, which SEL-5/SEL-6 allow.

@@ -96,8 +96,11 @@ class Ops {
     rec.backend = backend.value_or(desc_.backends.front());
     if (std::find(desc_.backends.begin(), desc_.backends.end(), rec.backend) ==
         desc_.backends.end()) {
-      return sbx::Unsupported(fmt::format("backend \"{}\" is not offered by this adapter ({})",
-                                          rec.backend, fmt::join(desc_.backends, ", ")));
+      // No worker here can provision it: the spec's provisioning failure (FAIL-1, SEL-5),
+      // never a sandbox on another backend.
+      return sbx::Status(sbx::Code::kSandboxUnavailable,
+                         fmt::format("backend \"{}\" is not offered by this adapter ({})",
+                                     rec.backend, fmt::join(desc_.backends, ", ")));
     }
     for (const char* key : {"tenant", "tool", "trust"}) {
       ASSIGN_OR_RETURN(auto unused, OptString(in, key));

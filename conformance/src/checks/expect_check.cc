@@ -470,6 +470,32 @@ Verdict Expect(TaskRecord& t, const json& p) {
     return {Outcome::kPass, "the target refused to create the sandbox: " + t.create_refused,
             v.evidence};
   }
+  if (p["must_refuse"].get<bool>()) {
+    // SEL-5, FAIL-1: a request no worker of the target can provision. The create made a sandbox,
+    // so the refusal may only come as its first command's sandbox_unavailable, with nothing run.
+    const ExecAnswer& a = t.task->answer;
+    t.got = Told(a);
+    t.refused = a.status == "sandbox_unavailable";
+    std::string asked = t.own_request.value("backend", std::string("?"));
+    if (a.status == "sandbox_unavailable" && a.stdout_text.empty()) {
+      return {Outcome::kPass,
+              fmt::format("the target made a sandbox for backend '{}', which it does not offer, "
+                          "and refused its first command as sandbox_unavailable, running nothing",
+                          asked),
+              v.evidence};
+    }
+    std::string ran_on =
+        a.extra.contains("backend") && a.extra["backend"].is_string()
+            ? fmt::format(" (its answer names backend '{}')", a.extra["backend"].get<std::string>())
+            : "";
+    return {Outcome::kFail,
+            fmt::format("the target does not offer backend '{}', yet it made the sandbox and "
+                        "answered its command with status {}, exit {}{}: a request no worker can "
+                        "provision must end as sandbox_unavailable, never run elsewhere; stdout "
+                        "{}",
+                        asked, a.status, a.exit_code, ran_on, Quoted(a.stdout_text.substr(0, 200))),
+            v.evidence};
+  }
   const ExecAnswer& a = t.task->answer;
   t.got = Told(a);
   t.refused = a.status != "ok" || a.exit_code != 0;

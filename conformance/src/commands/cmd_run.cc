@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -24,9 +25,9 @@
 #include "report/report.h"
 #include "run/live_log.h"
 #include "run/mirror_fixture.h"
-#include "run/sink_fixture.h"
 #include "run/repeat.h"
 #include "run/runner.h"
+#include "run/sink_fixture.h"
 #include "scenario/catalog.h"
 #include "scenario/harness_values.h"
 
@@ -326,6 +327,18 @@ int CmdRun(const std::vector<std::string>& args) {
         } else {
           ropts.harness["tenant_a"] = "sandcheck-a";
           ropts.harness["tenant_b"] = "sandcheck-b";
+        }
+      }
+      if (used.count("missing_backend") && ctx.info && !ctx.info->backends.empty()) {
+        // SEL-5, FAIL-1: a class of the spec that no worker of the target offers. Placements
+        // first (no runtime may swap them for another backend), then the strongest isolation.
+        for (const char* b :
+             {"kubernetes", "remote", "microvm", "gvisor", "oci", "wasm", "native"}) {
+          if (std::find(ctx.info->backends.begin(), ctx.info->backends.end(), b) ==
+              ctx.info->backends.end()) {
+            ropts.harness["missing_backend"] = b;
+            break;
+          }
         }
       }
       if (used.count("floored_tenant") && ctx.info && ctx.info->Has("tenants")) {

@@ -145,7 +145,10 @@ bool Runner::Calibrate(ScenarioRun& run, TaskRecord& rec, const json& request) {
 
 std::string Runner::CannotRun(const TaskSpec& t) const {
   if (!t.backend_skip.empty()) return t.backend_skip;
+  // (A backend named by a harness value is one the harness chose from info: missing_backend is
+  // one the target does NOT offer, on purpose.)
   if (t.sandbox && !t.sandbox->backend.empty() && !info_.backends.empty() &&
+      t.sandbox->backend.find("{{") == std::string::npos &&
       std::find(info_.backends.begin(), info_.backends.end(), t.sandbox->backend) ==
           info_.backends.end()) {
     return fmt::format("not run: the target does not offer backend '{}' (it offers: {})",
@@ -168,6 +171,12 @@ std::string Runner::CannotRun(const TaskSpec& t) const {
                     "tenant_floors, or over HTTP the tenant_floor of --token's or "
                     "--second-token's tenant)"
                   : " (the target's info does not offer the feature tenants)";
+      }
+      if (name == "missing_backend") {
+        why = info_.backends.empty()
+                  ? " (the target's info lists no backends, so none is known to be missing)"
+                  : " (the target offers every backend class of the spec: " +
+                        Join(info_.backends, ", ") + ")";
       }
       if (name == "tenant_a" || name == "tenant_b") {
         why = info_.Has("tenants")
@@ -298,7 +307,8 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
   json request = BuildCreateRequest(*t.sandbox, options_);
   SubstituteHarness(request, run.harness);
   rec.own_request = RedactSecrets(request);
-  bool may_refuse = t.check && t.check->kind == "expect" && t.check->params["may_refuse"];
+  bool may_refuse = t.check && t.check->kind == "expect" &&
+                    (t.check->params["may_refuse"] || t.check->params["must_refuse"]);
   // Whatever happens to the task, a neighbour that was made is destroyed after it.
   auto destroy_neighbour = [&] {
     if (rec.neighbour_sandbox.empty()) return true;

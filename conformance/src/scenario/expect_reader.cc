@@ -178,6 +178,7 @@ sbx::StatusOr<json> ReadExpectation(const json& in, const std::string& path, Exp
       out["answer_min"] = *m;
     }
     out["may_refuse"] = r.Bool("may_refuse", false);
+    out["must_refuse"] = r.Bool("must_refuse", false);
     out["then"] = nullptr;
     if (const json* then = r.Object("then")) {
       auto t = ReadExpectation(*then, path + ".then", ExpectLevel::kThen);

@@ -85,6 +85,7 @@ const std::vector<KindSpec>& CheckKinds() {
         {"answer_has", VT::array, false, json::array()},
         {"answer_min", VT::object, false, json::object()},
         {"may_refuse", VT::boolean, false, false},
+        {"must_refuse", VT::boolean, false, false},
         {"then", VT::object, false, nullptr},
         {"any_of", VT::array, false, json::array()},
         {"host_absent", VT::object, false, nullptr},
@@ -142,6 +143,10 @@ const std::vector<HarnessValueSpec>& HarnessValueSpecs() {
        "target publishes it: info's \"tenant_floors\" {TENANT: BACKEND} (an adapter, the "
        "in-process reference: \"sandcheck-floored\"), or over HTTP the \"tenant_floor\" GET "
        "/v1/info names for --token's or --second-token's tenant"},
+      {"missing_backend", false,
+       "a backend class of the spec's seven the target's info does not list (the first of "
+       "kubernetes, remote, microvm, gvisor, oci, wasm, native): SEL-5 and FAIL-1's request "
+       "that no worker of the target can provision"},
       {"token", false, "random hex, new for every run"},
       {"token_number", false, "a random 7-digit number, new for every run"},
       {"mirror_addr", false,

@@ -644,6 +644,10 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
           return wrap(sbx::InvalidArgument(
               path + ".check.params.may_refuse: only for a task with a sandbox of its own"));
         }
+        if (p["must_refuse"].get<bool>() && !own) {
+          return wrap(sbx::InvalidArgument(
+              path + ".check.params.must_refuse: only for a task with a sandbox of its own"));
+        }
         if (p["host_absent"].is_object() && p["host_absent"]["after"] == "destroy" && !own) {
           return wrap(sbx::InvalidArgument(
               path +
