@@ -852,6 +852,12 @@ ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
     AddProcess(sb, "sleep " + m[1].str());
     return {"ok", "RUNNING", 0, "started\n", ""};
   }
+  // LC-7's beacon (a loop fetching from the mirror): not emulated, only started. The sim's runs
+  // give the harness no mirror of its own (--mirror ADDR), so the beacon check is a skip there.
+  if (cmd.rfind("setsid sh -c 'while :; do timeout 2 wget -q -O /dev/null http://", 0) == 0 &&
+      cmd.ends_with("& echo started")) {
+    return {"ok", "RUNNING", 0, "started\n", ""};
+  }
   std::optional<ExecOut> ended;  // oom-kills-one: the breach, reported after the shell ran on
   // Split on ';', '&&', '||' (the scenario's commands hold no quotes).
   ExecOut total;

@@ -636,6 +636,35 @@ Verdict Expect(TaskRecord& t, const json& p) {
       }
     }
   }
+  if (p["beacon"].is_object()) {
+    // LC-7 judged by the mirror's own log, wherever the sandbox runs (a guest, gVisor, a remote
+    // worker): the beacon's beats must stop when the destroy answers.
+    const json& b = t.beacon;
+    v.evidence["beacon"] = b;
+    if (b.contains("note")) {
+      cannot_judge = b["note"].get<std::string>();
+    } else if (!b.contains("before")) {
+      f.failed.push_back("the beacon was not counted (cannot judge; never a pass)");
+    } else if (b["before"].get<int>() < 2) {
+      cannot_judge = fmt::format(
+          "the beacon's beats ({}) did not reach the mirror twice while the sandbox lived: its "
+          "background processes end with their command, or its egress does not reach the "
+          "mirror, so that none came after the destroy proves nothing",
+          b["path"].get<std::string>());
+    } else if (!b.contains("after")) {
+      f.failed.push_back("the beacon was not listened for after the destroy (cannot judge)");
+    } else if (b["after"].get<int>() >= 2) {
+      f.failed.push_back(fmt::format(
+          "{} beats of the beacon ({}) reached the mirror in the {:.1f} s after the destroy "
+          "answered: a process of the destroyed sandbox lives on (the mirror's own log)",
+          b["after"].get<int>(), b["path"].get<std::string>(), b["wait_s"].get<double>()));
+    } else {
+      f.held.push_back(fmt::format(
+          "the beacon reached the mirror {} times while the sandbox lived and {} in the {:.1f} s "
+          "after the destroy",
+          b["before"].get<int>(), b["after"].get<int>(), b["wait_s"].get<double>()));
+    }
+  }
   // The kernel and the namespaces the sandbox really has, from the probe's facts against the
   // harness's host (checks/kernel_evidence.h): never from what the target says it ran.
   std::optional<KernelFinding> kernel_seen;

@@ -87,6 +87,18 @@ TEST(ExpectParams, BadParamsAreRefusedWithTheirPath) {
   // Keys that need a sandbox of the task's own, or a revert.
   EXPECT_NE(LoadError({{"may_refuse", true}}).find("sandbox of its own"), std::string::npos);
   EXPECT_EQ(LoadError({{"may_refuse", true}}, {{"sandbox", json::object()}}), "");
+  EXPECT_NE(LoadError({{"must_refuse", true}}).find("sandbox of its own"), std::string::npos);
+  EXPECT_NE(LoadError({{"beacon", {{"path", "/beat-0123456789"}}}}).find("sandbox of its own"),
+            std::string::npos);
+  EXPECT_EQ(LoadError({{"beacon", {{"path", "/beat-0123456789"}}}}, {{"sandbox", json::object()}}),
+            "");
+  EXPECT_NE(LoadError({{"beacon", {{"path", "beat"}}}}, {{"sandbox", json::object()}})
+                .find("9 characters"),
+            std::string::npos);
+  EXPECT_NE(LoadError({{"beacon", {{"path", "/beat-0123456789"}, {"wait_s", 0.1}}}},
+                      {{"sandbox", json::object()}})
+                .find("0.5..30"),
+            std::string::npos);
   EXPECT_NE(LoadError({{"host_absent", {{"process", "sleep 1234567"}, {"after", "destroy"}}}})
                 .find("'destroy' needs"),
             std::string::npos);
@@ -135,9 +147,11 @@ class ExpectJudge : public ::testing::Test {
  protected:
   std::pair<std::string, std::string> Judge(const json& params, ExecAnswer a,
                                             const std::function<void(TaskRecord&)>& more = {}) {
-    auto s = Load(params, !task_extra_.is_null()           ? task_extra_
-                          : params.contains("may_refuse") ? json{{"sandbox", json::object()}}
-                                                          : json::object());
+    auto s = Load(params, !task_extra_.is_null() ? task_extra_
+                          : params.contains("may_refuse") || params.contains("must_refuse") ||
+                                  params.contains("beacon")
+                              ? json{{"sandbox", json::object()}}
+                              : json::object());
     EXPECT_TRUE(s.ok()) << s.status().message();
     scenario_ = std::move(*s);
     ScenarioRun run;
@@ -418,6 +432,56 @@ TEST_F(ExpectJudge, AScanAfterTheDestroyNeedsTheProcessSeenBeforeIt) {
   auto blind = Judge(p, Out(""), scans(json::array(), json::array()));
   EXPECT_EQ(blind.first, "skip");
   EXPECT_NE(blind.second.find("cannot judge"), std::string::npos) << blind.second;
+}
+
+TEST_F(ExpectJudge, ABeaconMustBeHeardWhileTheSandboxLivesAndNotAfterItsDestroy) {
+  json p = {{"beacon", {{"path", "/beat-0123456789"}, {"wait_s", 1.5}}}};
+  auto beacon = [](json b) { return [b](TaskRecord& r) { r.beacon = b; }; };
+  auto counted = [&](int before, int after) {
+    return beacon(
+        {{"path", "/beat-0123456789"}, {"before", before}, {"after", after}, {"wait_s", 1.5}});
+  };
+  auto ok = Judge(p, Out(""), counted(3, 0));
+  EXPECT_EQ(ok.first, "pass") << ok.second;
+  EXPECT_NE(ok.second.find("3 times while the sandbox lived and 0"), std::string::npos);
+  EXPECT_EQ(Judge(p, Out(""), counted(3, 1)).first, "pass");  // one in flight at the destroy
+  auto survivor = Judge(p, Out(""), counted(3, 7));
+  EXPECT_EQ(survivor.first, "fail");
+  EXPECT_NE(survivor.second.find("7 beats of the beacon"), std::string::npos) << survivor.second;
+  // Never heard while the sandbox lived: silence afterwards proves nothing.
+  auto deaf = Judge(p, Out(""), counted(1, 0));
+  EXPECT_EQ(deaf.first, "skip");
+  EXPECT_NE(deaf.second.find("cannot judge"), std::string::npos) << deaf.second;
+  // No mirror of the harness's own: a skip saying so; never counted: a failure, not a pass.
+  auto none = Judge(p, Out(""), beacon({{"note", "the harness has no mirror of its own"}}));
+  EXPECT_EQ(none.first, "skip");
+  EXPECT_NE(none.second.find("no mirror"), std::string::npos);
+  EXPECT_EQ(Judge(p, Out("")).first, "fail");
+  EXPECT_EQ(Judge(p, Out(""), beacon({{"path", "/beat-0123456789"}, {"before", 4}})).first, "fail");
+}
+
+TEST_F(ExpectJudge, MustRefusePassesOnlyARefusal) {
+  json p = {{"must_refuse", true}};
+  auto asked = [](TaskRecord& r) { r.own_request = {{"backend", "kubernetes"}}; };
+  // It ran: whatever it printed, a request no worker can provision must not run.
+  auto ran = Judge(p, Out("probed\n"), asked);
+  EXPECT_EQ(ran.first, "fail");
+  EXPECT_NE(ran.second.find("does not offer backend 'kubernetes'"), std::string::npos)
+      << ran.second;
+  // Refused at its first command, nothing run.
+  ExecAnswer gone = Out("");
+  gone.status = "sandbox_unavailable";
+  EXPECT_EQ(Judge(p, gone, asked).first, "pass");
+  // Refused at create: only as sandbox_unavailable.
+  auto refused = [](std::string why) {
+    return [why](TaskRecord& r) {
+      r.own_request = {{"backend", "kubernetes"}};
+      r.create_refused = why;
+    };
+  };
+  EXPECT_EQ(Judge(p, Out(""), refused("sandbox_unavailable: no worker has kubernetes")).first,
+            "pass");
+  EXPECT_EQ(Judge(p, Out(""), refused("internal: the adapter crashed")).first, "fail");
 }
 
 TEST_F(ExpectJudge, BackendIsJudgedWhenReportedAndSkippedOtherwise) {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "checks/checks.h"
+#include "checks/pool_task_test_fixture.h"
 #include "scenario/catalog.h"
 #include "scenario/scenario.h"
 
@@ -229,36 +230,9 @@ TEST_F(PoolWalkTest, NoUntrustedSandboxMadeIsASkip) {
 
 // PROD-5 (kind fresh_vs_revert, the pool scenario's fresh-per-task): both ways must give a clean
 // sandbox, and delete-and-create is timed against revert.
-class FreshTest : public ::testing::Test {
+class FreshTest : public PoolTaskTest {
  protected:
-  void SetUp() override {
-    auto s = LoadScenarios({"pool"}, {});
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    scenario_ = std::move((*s)[0]);
-    info_.features = {"tenants", "trust", "revert", "destroy"};
-    run_.scenario = &scenario_;
-    for (const auto& t : scenario_.tasks) {
-      TaskRecord rec;
-      rec.spec = &t;
-      rec.ran = t.id == "fresh-per-task";
-      if (!rec.ran) rec.skip_reason = "not this test's";
-      run_.tasks.push_back(std::move(rec));
-    }
-  }
-  TaskRecord& Task() {
-    for (auto& t : run_.tasks) {
-      if (t.spec->id == "fresh-per-task") return t;
-    }
-    throw std::runtime_error("no fresh-per-task");
-  }
-  static Step Exec(const std::string& out, double s = 0.01) {
-    Step st;
-    st.is_exec = true;
-    st.answer.exit_code = 0;
-    st.answer.stdout_text = out;
-    st.wall_seconds = s;
-    return st;
-  }
+  FreshTest() : PoolTaskTest("fresh-per-task", {"tenants", "trust", "revert", "destroy"}) {}
   static Step Op(double s) {
     Step st;
     st.wall_seconds = s;
@@ -282,16 +256,7 @@ class FreshTest : public ::testing::Test {
       t.fresh.push_back(r);
     }
   }
-  std::pair<std::string, std::string> Judge() {
-    JudgeScenario(run_, info_);
-    for (const auto& c : run_.checks) {
-      if (c.spec->id == "pool/fresh-per-task") return {OutcomeName(c.raw), c.reason};
-    }
-    return {"", ""};
-  }
-  Scenario scenario_;
-  TargetInfo info_;
-  ScenarioRun run_;
+  std::pair<std::string, std::string> Judge() { return JudgeCheck("pool/fresh-per-task"); }
 };
 
 TEST_F(FreshTest, BothWaysCleanPassesWithTheFigures) {

@@ -112,6 +112,10 @@ struct TaskRecord {
   std::optional<Step> then_revert;
   nlohmann::json host_scans = nlohmann::json::array();
   std::string host_note;     // why a scan was not done (a target elsewhere)
+  // `beacon` (LC-7): the beats that reached the mirror: {"path", "before", "after", "wait_s"}
+  // or {"note": why none could be counted}; `beacon_mark` is the mirror log's count at the task.
+  nlohmann::json beacon;
+  size_t beacon_mark = 0;
   nlohmann::json gateway;    // decisions seen for this task (array), or null if not offered
   // The lines the harness's own mirror fixture logged while the task ran ("GET /path host=NAME"):
   // what really reached the service behind the scenario's names. None without such a mirror.

@@ -3,47 +3,22 @@
 // no and does it anyway fails, one that cannot take another caller at all is a skip.
 #include <gtest/gtest.h>
 
-#include "checks/checks.h"
-#include "scenario/catalog.h"
-#include "scenario/scenario.h"
+#include "checks/pool_task_test_fixture.h"
 
 namespace sandcheck {
 namespace {
 
 constexpr const char* kToken = "0123456789abcdef";
 
-class ForeignTest : public ::testing::Test {
+class ForeignTest : public PoolTaskTest {
  protected:
+  ForeignTest() : PoolTaskTest("other-tenant", {"tenants"}) {}
   void SetUp() override {
-    auto s = LoadScenarios({"pool"}, {});
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    scenario_ = std::move((*s)[0]);
-    info_.features = {"tenants"};
-    run_.scenario = &scenario_;
-    for (const auto& t : scenario_.tasks) {
-      TaskRecord rec;
-      rec.spec = &t;
-      rec.ran = t.id == "other-tenant";
-      if (!rec.ran) rec.skip_reason = "not this test's";
-      run_.tasks.push_back(std::move(rec));
-    }
+    PoolTaskTest::SetUp();
     TaskRecord& t = Task();
     t.task = Exec("ready\n");
     t.foreign_token = kToken;
     t.foreign_plant = Exec(std::string(kToken) + "\n");
-  }
-  TaskRecord& Task() {
-    for (auto& t : run_.tasks) {
-      if (t.spec->id == "other-tenant") return t;
-    }
-    throw std::runtime_error("no other-tenant task");
-  }
-  static Step Exec(const std::string& out) {
-    Step st;
-    st.is_exec = true;
-    st.answer.exit_code = 0;
-    st.answer.stdout_text = out;
-    return st;
   }
   // One call by `caller`: refused or not, and what the owner saw after it.
   void Call(const std::string& caller, const std::string& op, bool refused, const std::string& look,
@@ -67,16 +42,7 @@ class ForeignTest : public ::testing::Test {
       for (const char* op : {"exec", "revert", "destroy"}) Call(who, op, true, clean);
     }
   }
-  std::pair<std::string, std::string> Judge() {
-    JudgeScenario(run_, info_);
-    for (const auto& c : run_.checks) {
-      if (c.spec->id == "pool/other-tenant-refused") return {OutcomeName(c.raw), c.reason};
-    }
-    return {"", ""};
-  }
-  Scenario scenario_;
-  TargetInfo info_;
-  ScenarioRun run_;
+  std::pair<std::string, std::string> Judge() { return JudgeCheck("pool/other-tenant-refused"); }
 };
 
 TEST_F(ForeignTest, EveryCallRefusedAndTheOwnersSandboxIntactPasses) {

@@ -219,6 +219,48 @@ void Runner::HostScan(TaskRecord& rec, const std::string& after) {
   rec.host_scans.push_back(scan);
 }
 
+void Runner::CountBeacon(TaskRecord& rec, const std::string& phase) {
+  if (!rec.spec->check || rec.spec->check->kind != "expect") return;
+  json b = rec.spec->check->params["beacon"];
+  if (!b.is_object()) return;
+  if (!options_.mirror) {
+    rec.beacon = {{"note",
+                   "the harness has no mirror of its own whose log could count the beacon's "
+                   "beats (--mirror none or HOST:PORT)"}};
+    return;
+  }
+  if (rec.beacon.contains("note")) return;
+  SubstituteHarness(b, options_.harness);
+  const std::string path = b["path"];
+  auto beats_since = [&](size_t mark) {
+    int n = 0;
+    for (const auto& line : options_.mirror->LogSince(mark))
+      n += line.find(path) != std::string::npos;
+    return n;
+  };
+  if (phase == "before-destroy") {
+    // The control: two beats while the sandbox lives (bounded: 5 s), or none after the destroy
+    // would prove nothing (a runtime whose background processes end with their command).
+    log_.Progress(fmt::format("{}: waiting for the beacon's beats at the mirror", rec.spec->label));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    int before = beats_since(rec.beacon_mark);
+    while (before < 2 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      before = beats_since(rec.beacon_mark);
+    }
+    rec.beacon = {{"path", path}, {"before", before}, {"wait_s", b["wait_s"]}};
+    return;
+  }
+  if (!rec.beacon.contains("before")) return;
+  // After the destroy answered: what still beats is a survivor. The window is the beacon's
+  // period many times over (it beats every 0.2 s).
+  const size_t mark = options_.mirror->LogCount();
+  log_.Progress(fmt::format("{}: listening {:.1f} s for the beacon after the destroy",
+                            rec.spec->label, b["wait_s"].get<double>()));
+  std::this_thread::sleep_for(std::chrono::duration<double>(b["wait_s"].get<double>()));
+  rec.beacon["after"] = beats_since(mark);
+}
+
 bool Runner::ThenStep(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox,
                       const char* phase, std::optional<Step>* out) {
   const json& then = rec.spec->check->params["then"];
@@ -339,6 +381,7 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
     rec.create_refused = rec.own_create->error;
     return true;
   }
+  if (options_.mirror) rec.beacon_mark = options_.mirror->LogCount();
   bool ok = RunTaskIn(run, rec, index, rec.own_sandbox, request);
   if (ok && t.fresh && !Interrupted()) ok = RunFresh(run, rec, rec.own_sandbox, request);
   if (ok && t.foreign && !Interrupted()) ok = RunForeign(run, rec, rec.own_sandbox);
@@ -347,6 +390,7 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
   bool destroyed = true;
   if (!rec.own_sandbox.empty()) {  // (a fresh round whose create failed left none)
     if (ok) HostScan(rec, "before-destroy");
+    if (ok) CountBeacon(rec, "before-destroy");
     rec.own_destroy.emplace();
     destroyed = OpStep(run, t.label, "destroy", rec.own_sandbox, Op::kDestroy, &*rec.own_destroy);
   }
@@ -356,6 +400,7 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
     return false;
   }
   if (ok && destroyed) HostScan(rec, "destroy");
+  if (ok && destroyed) CountBeacon(rec, "destroy");
   return ok && destroyed;
 }
 

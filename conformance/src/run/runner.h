@@ -102,6 +102,9 @@ class Runner {
   // came at the requested limit, not at another one).
   bool Bracket(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);
   void HostScan(TaskRecord& rec, const std::string& after);
+  // LC-7: the beacon's beats in the mirror's log while the sandbox lives ("before-destroy",
+  // bounded wait for two) and in `wait_s` after the destroy answered ("destroy").
+  void CountBeacon(TaskRecord& rec, const std::string& phase);
 
   Target& target_;
   const TargetInfo& info_;

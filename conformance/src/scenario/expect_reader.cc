@@ -246,6 +246,20 @@ sbx::StatusOr<json> ReadExpectation(const json& in, const std::string& path, Exp
       }
       out["suspended"] = {{"beats", beats}, {"per_second", rate}};
     }
+    // LC-7 where the host cannot look: a beacon the task leaves running fetches PATH from the
+    // harness's mirror; its beats in the mirror's own log after the destroy are a survivor.
+    out["beacon"] = nullptr;
+    if (const json* b = r.Object("beacon")) {
+      ObjectReader br(*b, path + ".beacon");
+      std::string at = br.String("path", "", Required::kYes);
+      double wait_s = br.Number("wait_s", 1.5);
+      RETURN_IF_ERROR(br.Finish());
+      if (at.size() < 9 || at[0] != '/')
+        fail("beacon.path",
+             "a path of at least 9 characters, from '/' (matched in the mirror's log)");
+      if (wait_s < 0.5 || wait_s > 30) fail("beacon.wait_s", "0.5..30");
+      out["beacon"] = {{"path", at}, {"wait_s", wait_s}};
+    }
     out["host_absent"] = nullptr;
     if (const json* h = r.Object("host_absent")) {
       ObjectReader hr(*h, path + ".host_absent");

@@ -89,6 +89,7 @@ const std::vector<KindSpec>& CheckKinds() {
         {"then", VT::object, false, nullptr},
         {"any_of", VT::array, false, json::array()},
         {"host_absent", VT::object, false, nullptr},
+        {"beacon", VT::object, false, nullptr},
         {"kernel", VT::string, false, nullptr},
         {"namespaces_apart", VT::array, false, json::array()},
         {"sink_untouched", VT::boolean, false, false},

@@ -644,6 +644,12 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
           return wrap(sbx::InvalidArgument(
               path + ".check.params.may_refuse: only for a task with a sandbox of its own"));
         }
+        if (p["beacon"].is_object() && !own) {
+          return wrap(sbx::InvalidArgument(
+              path +
+              ".check.params.beacon: only for a task with a sandbox of its own (the "
+              "beats are counted after its destroy)"));
+        }
         if (p["must_refuse"].get<bool>() && !own) {
           return wrap(sbx::InvalidArgument(
               path + ".check.params.must_refuse: only for a task with a sandbox of its own"));
