@@ -82,11 +82,16 @@ const std::map<std::string, std::string>& Defects() {
       {"lies-about-oom",
        "a breached memory limit is reported as success: status ok, RUNNING, exit 0 (RES-8)"},
       {"pids-limit-quadrupled", "the pids limit applied is four times the one asked for (RES-4)"},
+      {"pids-checked-after",
+       "no pids limit is applied; a command whose process peak (the usage report) passed the one "
+       "asked for is reported afterwards as resource_exceeded and its sandbox as crashed: a "
+       "sandbox ended, but not by a pids limit (RES-4)"},
       {"destroy-leaves-processes",
-       "destroy answers success and leaves the sandbox and its processes running (LC-7)"},
+       "destroy answers success and leaves the sandbox and its processes running until the "
+       "next create (LC-7)"},
       {"destroy-spares-guests",
-       "destroy answers success and leaves a sandbox on gvisor or microvm running, where the "
-       "host's process table cannot show what it holds (LC-7)"},
+       "destroy answers success and leaves a sandbox on gvisor or microvm running until the "
+       "next create, where the host's process table cannot show what it holds (LC-7)"},
       {"secret-on-disk", "secrets are also written to /tmp/.secrets inside the sandbox (LC-4)"},
       // Wrong limits, not missing ones (the limits scenario): the limit bites, at another value.
       {"timeout-doubled", "the timeout applied is twice the one asked for (RES-5)"},
@@ -814,6 +819,16 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (op == "create") {
+    if (has("destroy-spares-guests") || has("destroy-leaves-processes")) {
+      // The sandboxes an earlier destroy spared go now (a lazy reaper), whatever their state.
+      const json spared = state.Load("spared-guests");
+      if (spared.contains("ids") && spared["ids"].is_array() && !spared["ids"].empty()) {
+        for (const auto& old_id : spared["ids"]) {
+          if (old_id.is_string()) (void)rt.Destroy(old_id.get<std::string>());
+        }
+        state.Drop("spared-guests");
+      }
+    }
     json req = in;
     json& limits = req["limits"];
     if (!limits.is_object()) limits = json::object();
@@ -834,6 +849,7 @@ int main(int argc, char** argv) {
     if (has("memory-limit-halved")) scale("memory_bytes", 0.5);
     if (has("cpu-limit-halved")) scale("cpu_millicores", 0.5);
     if (has("pids-limit-quadrupled")) scale("pids", 4.0);
+    if (has("pids-checked-after")) limits.erase("pids");
     if (has("pids-limit-halved")) scale("pids", 0.5);
     // What was asked for, before the defect changed it (for the rewritten usage reports).
     const json asked = in.contains("limits") && in["limits"].is_object() ? in["limits"]
@@ -1161,6 +1177,15 @@ int main(int argc, char** argv) {
       std::string out = a.stdout_text;
       if (state.Tick("crosstalk", &out) % 5 == 0) a.stdout_text = out;
     }
+    if (has("pids-checked-after") && st.contains("asked_pids") && a.extra.contains("usage") &&
+        a.extra["usage"].is_object() &&
+        a.extra["usage"].value("pids_peak", 0.0) > st["asked_pids"].get<double>()) {
+      // The limit checked after the fact: the command ran without it, and a peak above it ends
+      // the sandbox as a breach.
+      a.status = "resource_exceeded";
+      a.state = "CRASHED";
+      a.exit_code = -1;
+    }
     st["crashed"] = a.state == "CRASHED";
     if (has("stages-in-ms") && a.extra.contains("stages") && a.extra["stages"].is_object()) {
       for (auto& [k, v] : a.extra["stages"].items()) {
@@ -1360,8 +1385,18 @@ int main(int argc, char** argv) {
   if (op == "destroy") {
     state.Drop(outer);
     const bool guest = st.value("backend", "") == "gvisor" || st.value("backend", "") == "microvm";
-    if (has("destroy-leaves-processes") || (has("destroy-spares-guests") && guest) ||
-        (has("leaks-under-load") && state.Tick("leaks") % 5 == 0)) {
+    if ((has("destroy-spares-guests") && guest) || has("destroy-leaves-processes")) {
+      // Destroyed lazily: at the next create (below), so that the sandbox and what it runs
+      // outlive the destroy's answer, but they do not pile up over a run (their heartbeats
+      // would load the machine that later runs judge by the clock).
+      json spared = state.Load("spared-guests");
+      if (!spared["ids"].is_array()) spared["ids"] = json::array();
+      spared["ids"].push_back(id);
+      state.Save("spared-guests", spared);
+      std::cout << json{{"seconds", 0.0}}.dump() << "\n";
+      return 0;
+    }
+    if (has("leaks-under-load") && state.Tick("leaks") % 5 == 0) {
       std::cout << json{{"seconds", 0.0}}.dump() << "\n";
       return 0;
     }

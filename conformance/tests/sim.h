@@ -34,8 +34,9 @@
 //                           as ok / the space not given back by revert
 //   no-pids-limit, pids-breach-crashes   RES-4: no pids.max / a breach ends the sandbox (legal)
 //   bomb-ended-no-pids      RES-4: no pids.max; a fork bomb ends the sandbox as
-//                           resource_exceeded for another reason, with no refused fork (issue 32:
-//                           NOT caught yet — an ended sandbox passes on its status; docs/selftest.md)
+//                           resource_exceeded for another reason once past 100 processes, with
+//                           no refused fork (its peak lines show 400: caught by the bomb's own
+//                           count, issue 32)
 //   no-fd-limit             RLIMIT_NOFILE not applied (RES-6)
 //   fd-soft-only            only the soft RLIMIT_NOFILE is the limit; the hard one stays high,
 //                           so the command may raise its own (RES-6)

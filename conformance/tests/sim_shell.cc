@@ -572,17 +572,24 @@ ExecOut Simple(Sandbox& sb, const std::string& raw, int last_exit) {
       int64_t n = std::atoll(w[2].c_str()), pids = Limit(sb, "pids");
       bool limited = pids > 0 && !Has(sb, "no-pids-limit") && !Has(sb, "no-isolation") &&
                      !Has(sb, "bomb-ended-no-pids");
+      // As the real tool: "sbx-forkbomb: peak P" at every 16th process the tree reaches.
+      auto peaks = [](int64_t upto) {
+        std::string out;
+        for (int64_t p = 16; p <= upto; p += 16) out += fmt::format("sbx-forkbomb: peak {}\n", p);
+        return out;
+      };
       if (Has(sb, "bomb-ended-no-pids") && n > 100)
-        return {"resource_exceeded", "CRASHED", -1, "", "ended\n"};
+        return {"resource_exceeded", "CRASHED", -1, peaks(n), "ended\n"};
       // As the real tool: the first refused fork is said at once, before the summary line (a
       // sandbox ended after it keeps that evidence, issue 32).
       const std::string refused =
           fmt::format("sbx-forkbomb: first fork refused at peak {}\n", pids - 2);
       if (limited && n > pids - 2 && Has(sb, "pids-breach-crashes"))
-        return {"resource_exceeded", "CRASHED", -1, refused, "pids limit reached\n"};
+        return {"resource_exceeded", "CRASHED", -1, peaks(pids - 2) + refused,
+                "pids limit reached\n"};
       int64_t peak = limited ? std::min(n, pids - 2) : n;
       Sleep(std::min(0.3, std::atof(w[4].c_str())));
-      o.out = (peak < n ? refused : std::string()) +
+      o.out = peaks(peak) + (peak < n ? refused : std::string()) +
               json{{"peak_procs", peak},
                    {"fork_failures", peak < n ? 137 : 0},
                    {"max_procs", n},

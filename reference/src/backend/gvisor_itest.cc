@@ -272,7 +272,14 @@ TEST_F(Gvisor, GuestProcessesAreHeldToTheRequestedPids) {
   ASSERT_FALSE(id.empty());
   ExecResult fit = Exec(id, "sbx-forkbomb -n 80 -t 1", 20);
   ASSERT_EQ(fit.status, ExecStatus::kOk) << fit.reason << fit.stderr_tail;
-  auto doc = nlohmann::json::parse(fit.stdout_tail, nullptr, false);
+  // The bomb's summary is its last line (its "peak P" progress lines come before it).
+  auto summary = [](std::string out) {
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    size_t nl = out.rfind('\n');
+    return nlohmann::json::parse(nl == std::string::npos ? out : out.substr(nl + 1), nullptr,
+                                 false);
+  };
+  auto doc = summary(fit.stdout_tail);
   ASSERT_TRUE(doc.is_object()) << fit.stdout_tail;
   EXPECT_EQ(doc.value("fork_failures", -1), 0) << "the limit is lower than asked";
   EXPECT_GE(doc.value("peak_procs", 0), 70);
@@ -281,7 +288,7 @@ TEST_F(Gvisor, GuestProcessesAreHeldToTheRequestedPids) {
   // or gVisor's host ceiling ends the sandbox first (resource_exceeded); never more.
   ExecResult bomb = Exec(id, "sbx-forkbomb -n 400 -t 2", 20);
   if (bomb.status == ExecStatus::kOk) {
-    auto b = nlohmann::json::parse(bomb.stdout_tail, nullptr, false);
+    auto b = summary(bomb.stdout_tail);
     ASSERT_TRUE(b.is_object()) << bomb.stdout_tail;
     EXPECT_GE(b.value("fork_failures", 0), 1);
     EXPECT_LE(b.value("peak_procs", 1000), 128) << "more guest processes than asked";
