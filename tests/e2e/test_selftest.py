@@ -3,10 +3,12 @@ sandboxd on a unix socket) through planted-defect adapters (conformance/selftest
 defect of conformance/selftest/defects.json, exactly the checks it names fail — no fewer (the
 suite catches the defect) and no more (it blames nothing else) — and the control, `faithful`,
 fails none."""
+import http.client
 import json
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import time
 
@@ -54,6 +56,42 @@ def sandboxd(root_only, tmp_path_factory):
     assert proc.returncode == 0, log_path.read_text()
 
 
+class _UnixHTTP(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost", timeout=120)
+        self.unix_path = str(path)
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(120)
+        self.sock.connect(self.unix_path)
+
+
+def _call(sandboxd, method, path, token):
+    c = _UnixHTTP(sandboxd["socket"])
+    try:
+        c.request(method, path, headers={"Authorization": f"Bearer {token}"})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def reap_leftovers(sandboxd):
+    """Destroys every sandbox a defect left in the shared sandboxd (a destroy that does nothing,
+    a recycled sandbox): their background loops (heartbeats, beacons) would load the machine
+    that later defects' CPU checks judge by the clock. Returns how many there were."""
+    n = 0
+    for token in TENANTS.values():
+        status, body = _call(sandboxd, "GET", "/v1/sandboxes", token)
+        assert status == 200, body
+        for sb in json.loads(body)["sandboxes"]:
+            status, body = _call(sandboxd, "DELETE", f"/v1/sandboxes/{sb['id']}", token)
+            assert status in (200, 204, 404), body
+            n += 1
+    return n
+
+
 def run_defect(sandboxd, defect, scenarios, extra=()):
     out = sandboxd["dir"] / f"out-{defect}"
     args = [str(BUILD / "bin/sandcheck"), "run", "--target", f"adapter:{ADAPTERS}/defect-{defect}",
@@ -63,7 +101,10 @@ def run_defect(sandboxd, defect, scenarios, extra=()):
     env = dict(os.environ, SANDCHECK_SELFTEST_TARGET=f"unix:{sandboxd['socket']}",
                SANDCHECK_SELFTEST_TOKEN=TOKEN, SANDCHECK_SELFTEST_TENANTS=json.dumps(TENANTS),
                SANDCHECK_SELFTEST_STATE=str(sandboxd["dir"] / f"state-{defect}"))
-    r = run(args + list(extra), timeout=900, env=env)
+    try:
+        r = run(args + list(extra), timeout=900, env=env)
+    finally:
+        reap_leftovers(sandboxd)
     report_path = out / "report.json"
     assert report_path.exists(), f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     return r, json.loads(report_path.read_text())
