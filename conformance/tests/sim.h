@@ -18,6 +18,7 @@
 //   drops-denied            NOT a defect: what the policy denies is dropped, not refused (the
 //                           NetworkPolicy default): wget waits until `timeout N` kills it (143)
 //   oom-as-ok               the OOM-killed command is reported as status ok, RUNNING, exit 137
+//   slow-exec               NOT a defect: every exec spends 0.7 s before the command runs
 //   no-network              the sandbox has no network at all (no resolver, no route)
 //   flaky-network           every second sandbox with egress rules made in $SIM_STATE_DIR has
 //                           no-network (so a check's outcome changes between --repeat's runs)

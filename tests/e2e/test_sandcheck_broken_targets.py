@@ -87,6 +87,27 @@ def test_distinguishes_what_the_network_said(tmp_path, mirror):
     assert "went through" in reason
 
 
+def test_slow_exec_is_not_a_weaker_cap(tmp_path, mirror):
+    # Issue 32, section 2: a faithful 500m cap on a runtime that spends 0.7 s on every exec.
+    # The work is 1 s unthrottled (cpu_work 180), so the raw walls give 2.7 / 1.7 = 1.59x, under the 1.6x band;
+    # the check takes the no-op exec's time off both (the command's own time): about 2x.
+    r = sim_run(tmp_path, mirror, faults="slow-exec", env={"SIM_CPU_SECONDS_PER_MILLION": str(1 / 180)},
+                timeout=240)
+    assert r.failing() == set(), r
+    assert r.code == 0, r
+    cpu = next(c for c in r.report["checks"] if c["id"] == "six-task/cpu-cap")["evidence"]
+    over = cpu["exec_overhead"]
+    assert over["command"] == "true"
+    assert len(over["calibration_sandbox"]) == 2 and len(over["capped_sandbox"]) == 2
+    assert over["subtracted_seconds"] >= 0.7, over
+    assert 1.6 <= cpu["ratio"] <= 2.6, cpu
+    assert cpu["throttled_wall_seconds"] / cpu["unthrottled_wall_seconds"] < 1.7, cpu
+    # The calibration runs around the capped run: one before it, one after (report order).
+    tasks = {t["id"]: t for t in r.report["scenarios"][0]["tasks"]}
+    phases = [s["phase"] for s in tasks["cpu"]["steps"] if s["phase"] in ("calibrate", "task")]
+    assert phases == ["calibrate", "task", "calibrate"], phases
+
+
 def test_gateway_evidence_required_when_offered(tmp_path, mirror):
     # The mirror answers, but a runtime that offers egress.log and logs nothing fails SCN-1.
     r = sim_run(tmp_path, mirror, env={"SIM_FEATURES": "egress,egress.log,revert,limits.cpu,limits.memory"},

@@ -309,6 +309,49 @@ TEST_F(SixTask, CpuJudgedOnTheThrottledTimeAndNotOnAStarvedMachine) {
   EXPECT_EQ(Result("cpu-cap").raw, Outcome::kFail);
 }
 
+// SCN-5, issue 32 (section 2): a faithful 500m cap on a runtime that spends 0.7 s on every exec
+// (a boot or an attach per call) is judged on the command's own time. By the raw walls it runs
+// at 2.7 / 1.7 = 1.59x, under the 1.6x band; less the no-op exec's 0.7 s in both sandboxes it is
+// 2.0 / 1.0 = 2x.
+TEST_F(SixTask, CpuJudgedOnTheCommandsOwnTime) {
+  auto noop = [](double wall) {
+    Step s = ExecStep("exec-overhead", "true", "ok", 0, "");
+    s.wall_seconds = wall;
+    return s;
+  };
+  for (auto& c : task("cpu").calibration) c.wall_seconds = 1.7;
+  task("cpu").task->wall_seconds = 2.7;
+  EXPECT_EQ(Failing(), std::set<std::string>{"cpu-cap"});  // the raw walls: 1.59x
+  task("cpu").overhead_calibration = {noop(0.7), noop(0.72)};
+  task("cpu").overhead_task = {noop(0.7), noop(0.69)};
+  EXPECT_EQ(Failing(), std::set<std::string>{}) << Result("cpu-cap").reason;
+  EXPECT_NE(Result("cpu-cap").reason.find("less the 0.695 s a no-op exec takes"), std::string::npos)
+      << Result("cpu-cap").reason;
+  EXPECT_DOUBLE_EQ(Result("cpu-cap").evidence["exec_overhead"]["subtracted_seconds"], 0.695);
+  // No cap at all stays at 1x whatever is subtracted (the same amount comes off both walls).
+  task("cpu").task->wall_seconds = 1.7;
+  EXPECT_EQ(Failing(), std::set<std::string>{"cpu-cap"});
+  // An overhead inflated in the calibration's sandbox only cannot stretch a weak slowdown: the
+  // smaller of the two sandboxes' medians is taken (1.9 / 1.7 stays 1.12x, under the floor).
+  task("cpu").task->wall_seconds = 1.9;
+  task("cpu").overhead_calibration = {noop(1.5), noop(1.5)};
+  task("cpu").overhead_task = {noop(0.01), noop(0.01)};
+  EXPECT_EQ(Failing(), std::set<std::string>{"cpu-cap"});
+  // Where a no-op did not run cleanly in one sandbox, nothing is subtracted, and it says so.
+  task("cpu").task->wall_seconds = 2.7;
+  task("cpu").overhead_calibration = {noop(0.7)};
+  task("cpu").overhead_task = {ExecStep("exec-overhead", "true", "ok", 127, "")};
+  EXPECT_EQ(Failing(), std::set<std::string>{"cpu-cap"});
+  EXPECT_TRUE(Result("cpu-cap").evidence["exec_overhead"].contains("note"));
+  // An overhead that is most of the unthrottled run leaves too little to judge: error, not a
+  // verdict either way.
+  task("cpu").overhead_task = {noop(1.5)};
+  task("cpu").overhead_calibration = {noop(1.5)};
+  Judge();
+  EXPECT_EQ(Result("cpu-cap").raw, Outcome::kError) << Result("cpu-cap").reason;
+  EXPECT_NE(Result("cpu-cap").reason.find("command's own"), std::string::npos);
+}
+
 // SCN-5, issue 32: the target's CPU and throttled seconds may only make the verdict stricter.
 // A runtime that applied no cap but reports the figures of one (the kernel's bound says 0.51 of
 // a CPU) still ran the work at about 1x by the harness's wall clock: the floor fails it.

@@ -16,6 +16,21 @@ namespace sandcheck::eval {
 
 using nlohmann::json;
 
+namespace {
+
+// The median wall time of the steps that ran cleanly (nullopt: none did).
+std::optional<double> MedianOkWall(const std::vector<Step>& steps) {
+  std::vector<double> walls;
+  for (const Step& s : steps) {
+    if (s.error.empty() && s.answer.status == "ok" && s.answer.exit_code == 0)
+      walls.push_back(s.wall_seconds);
+  }
+  if (walls.empty()) return std::nullopt;
+  return Percentile(walls, 50);
+}
+
+}  // namespace
+
 Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
   const ExecAnswer& a = t.task->answer;
   double min_ratio = p["min_ratio"];
@@ -58,7 +73,40 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
     return {Outcome::kFail, "the unthrottled calibration run did not complete", v.evidence};
   }
   double base = *std::min_element(calib.begin(), calib.end());
-  double wall = t.task->wall_seconds;
+  const double wall_raw = t.task->wall_seconds;
+  double wall = wall_raw;
+  // The command's own time (issue 32): the per-exec overhead, a no-op command's median wall
+  // time by the harness's clock, comes off both walls, so that a runtime spending 0.7 s on every
+  // exec is not judged a weaker cap. One figure for both, the smaller of the two sandboxes': an
+  // overhead inflated in one sandbox only cannot lift the ratio, and taking the same amount off
+  // both only stretches a slowdown that is there (with no cap, wall = base and the ratio stays 1).
+  const std::optional<double> over_calib = MedianOkWall(t.overhead_calibration);
+  const std::optional<double> over_task = MedianOkWall(t.overhead_task);
+  double overhead = 0;
+  if (over_calib && over_task) overhead = std::max(0.0, std::min(*over_calib, *over_task));
+  if (!t.overhead_calibration.empty() || !t.overhead_task.empty()) {
+    json o = {{"command", p["overhead_command"]},
+              {"calibration_sandbox", json::array()},
+              {"capped_sandbox", json::array()},
+              {"subtracted_seconds", overhead}};
+    for (const Step& s : t.overhead_calibration) o["calibration_sandbox"].push_back(s.wall_seconds);
+    for (const Step& s : t.overhead_task) o["capped_sandbox"].push_back(s.wall_seconds);
+    if (!over_calib || !over_task)
+      o["note"] = "the no-op command did not run cleanly in both sandboxes: nothing subtracted";
+    v.evidence["exec_overhead"] = o;
+  }
+  if (overhead > 0.75 * base) {
+    t.got = fmt::format("{:.2f} s of wall time", wall_raw);
+    return {Outcome::kError,
+            fmt::format("a no-op exec takes {:.3f} s, most of the {:.3f} s the unthrottled run "
+                        "took: too little of the wall time is the command's own to judge the cap "
+                        "(give the work more: the scenario's cpu_work)",
+                        overhead, base),
+            v.evidence};
+  }
+  base -= overhead;
+  best -= overhead;
+  wall -= overhead;
   double ratio = base > 0 ? wall / base : 0;
   // With the target's usage report the throttled wall time is also set against the CPU time
   // the work needed unthrottled (host cgroup accounting, never the in-sandbox reading): a busy
@@ -67,8 +115,12 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
   if (calib_cpu && *calib_cpu > 0) vs_cpu = wall / *calib_cpu;
   std::optional<double> share, throttled_cpu = UsageOf(a, "cpu_seconds");
   if (throttled_cpu && wall > 0) share = *throttled_cpu / wall;
-  v.evidence["throttled_wall_seconds"] = wall;
-  v.evidence["unthrottled_wall_seconds"] = base;
+  v.evidence["throttled_wall_seconds"] = wall_raw;
+  v.evidence["unthrottled_wall_seconds"] = base + overhead;
+  if (overhead > 0) {
+    v.evidence["throttled_own_seconds"] = wall;
+    v.evidence["unthrottled_own_seconds"] = base;
+  }
   v.evidence["ratio"] = ratio;
   v.evidence["min_ratio"] = min_ratio;
   v.evidence["max_ratio"] = max_ratio;
@@ -77,11 +129,12 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
     v.evidence["ratio_vs_cpu"] = *vs_cpu;
   }
   if (share) v.evidence["throttled_host_share"] = *share;
-  t.got = fmt::format("{:.2f} s of wall time ({:.1f}x unthrottled)", wall, ratio);
+  t.got = fmt::format("{:.2f} s of wall time ({:.1f}x unthrottled)", wall_raw, ratio);
   std::string story = fmt::format(
       "fixed work took {:.3f} s under the limit and {:.3f} s without it: {:.2f}x (harness wall "
-      "clock){}",
+      "clock{}){}",
       wall, base, ratio,
+      overhead > 0 ? fmt::format(", less the {:.3f} s a no-op exec takes", overhead) : "",
       vs_cpu ? fmt::format(", {:.2f}x the {:.3f} CPU seconds it needed unthrottled (the "
                            "target's usage report)",
                            *vs_cpu, *calib_cpu)
@@ -101,7 +154,7 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
   // Sentry runs many host threads, whose throttled time adds up over CPUs), the bound does not
   // hold and the wall-clock bands judge instead.
   bool one_timeline = (!inside || inside->threads == 1) && throttled && throttled_cpu &&
-                    thr + *throttled_cpu <= wall * 1.05;
+                      thr + *throttled_cpu <= wall_raw * 1.05;
   // A quota bites only once the work used it up within a period: where neighbours held the work
   // below the cap the whole time, "throttled 0 s" is what a faithful cap shows too. The same
   // run's unthrottled calibration says whether the machine could give more than the cap at all;

@@ -64,6 +64,9 @@ struct TaskRecord {
   std::vector<Step> calibration;      // cpu_throttled: the same work without the limit
   std::vector<Step> calibration_ops;  // create/destroy of the calibration sandbox
   std::string calibration_sandbox;
+  // cpu_throttled: a no-op command timed in the calibration sandbox and in the capped one (the
+  // per-exec overhead taken off both walls).
+  std::vector<Step> overhead_calibration, overhead_task;
   std::optional<int64_t> files_after;
   // A task with a sandbox of its own (TaskSpec::sandbox): its create request (secrets
   // redacted), id, the create/destroy calls, and the refusal when the check allows one.

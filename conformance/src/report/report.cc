@@ -25,6 +25,8 @@ json TaskJson(const TaskRecord& t) {
     calib.push_back(s.wall_seconds);
   }
   if (t.calibration_ops.size() > 1) steps.push_back(StepJson(t.calibration_ops.back()));
+  for (const auto* list : {&t.overhead_calibration, &t.overhead_task})
+    for (const Step& s : *list) steps.push_back(StepJson(s));
   for (const auto* s :
        {&t.neighbour_create, &t.neighbour, &t.own_create, &t.task, &t.suspend_control, &t.suspend,
         &t.resume, &t.then, &t.plant, &t.revert, &t.clean_check, &t.canary_check, &t.recover,

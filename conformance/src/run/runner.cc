@@ -110,8 +110,33 @@ bool Runner::OpStep(ScenarioRun& run, const std::string& label, const std::strin
   return r.ok();
 }
 
-bool Runner::Calibrate(ScenarioRun& run, TaskRecord& rec, const json& request) {
+// SCN-5: the calibration sandbox (the task's own create request, with only the CPU limit
+// changed: to calibration_millicores, none by default) lives across the capped run. Half its runs
+// come before the task and the rest after, so that load that comes or goes during the task weighs
+// on both sides; and a no-op command timed in both sandboxes gives the per-exec overhead that the
+// check takes off both walls (the command's own time: a runtime that spends 0.7 s on every exec is
+// not a weaker cap).
+bool Runner::Calibrate(ScenarioRun& run, TaskRecord& rec, const json& request, bool before) {
   const CheckSpec& c = *rec.spec->check;
+  const int64_t runs = c.params["calibration_runs"];
+  const int64_t first = (runs + 1) / 2;
+  const std::string command = SubstituteHarness(rec.spec->command, run.harness);
+  auto calibrate = [&](int64_t from, int64_t to) {
+    for (int64_t i = from; i < to; ++i) {
+      log_.Progress(fmt::format("{}: calibration {}/{} (at the calibration quota)", rec.spec->label,
+                                i + 1, runs));
+      Step s;
+      bool ok = ExecStep(run, rec.spec->label, "calibrate", rec.calibration_sandbox, command,
+                         rec.spec->timeout_s, &s);
+      rec.calibration.push_back(std::move(s));
+      if (!ok) return false;
+    }
+    return true;
+  };
+  if (!before) {
+    bool ok = calibrate(first, runs);
+    return EndCalibration(run, rec) && ok;
+  }
   json req = request;
   int64_t mc = c.params["calibration_millicores"];
   if (mc > 0) {
@@ -119,28 +144,39 @@ bool Runner::Calibrate(ScenarioRun& run, TaskRecord& rec, const json& request) {
   } else {
     req["limits"].erase("cpu_millicores");
   }
-  req["egress"] = {{"rules", json::array()}};  // the work needs no network
-  req.erase("hosts");
   Step create;
   std::string id;
   bool created = CreateStep(run, rec.spec->label, "calibrate-create", req, &create, &id);
   rec.calibration_ops.push_back(create);
   if (!created) return false;
   rec.calibration_sandbox = id;
-  bool ok = true;
-  int64_t runs = c.params["calibration_runs"];
-  std::string command = SubstituteHarness(rec.spec->command, run.harness);
-  for (int64_t i = 0; i < runs && ok; ++i) {
-    log_.Progress(
-        fmt::format("{}: calibration {}/{} (no CPU limit)", rec.spec->label, i + 1, runs));
-    Step s;
-    ok = ExecStep(run, rec.spec->label, "calibrate", id, command, rec.spec->timeout_s, &s);
-    rec.calibration.push_back(std::move(s));
-  }
+  bool ok = ExecOverhead(run, rec, id, &rec.overhead_calibration) && calibrate(0, first);
+  if (!ok) EndCalibration(run, rec);
+  return ok;
+}
+
+bool Runner::EndCalibration(ScenarioRun& run, TaskRecord& rec) {
+  if (rec.calibration_sandbox.empty() || rec.calibration_ops.size() != 1) return true;
   Step destroy;
-  bool destroyed = OpStep(run, rec.spec->label, "calibrate-destroy", id, Op::kDestroy, &destroy);
+  bool destroyed = OpStep(run, rec.spec->label, "calibrate-destroy", rec.calibration_sandbox,
+                          Op::kDestroy, &destroy);
   rec.calibration_ops.push_back(destroy);
-  return ok && destroyed;
+  return destroyed;
+}
+
+bool Runner::ExecOverhead(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox,
+                          std::vector<Step>* out) {
+  const json& p = rec.spec->check->params;
+  const std::string cmd = p["overhead_command"];
+  const int64_t runs = p["overhead_runs"];
+  for (int64_t i = 0; i < runs && !cmd.empty(); ++i) {
+    Step s;
+    bool ok =
+        ExecStep(run, rec.spec->label, "exec-overhead", sandbox, cmd, rec.spec->timeout_s, &s);
+    out->push_back(std::move(s));
+    if (!ok) return false;
+  }
+  return true;
 }
 
 std::string Runner::CannotRun(const TaskSpec& t) const {
@@ -411,10 +447,6 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
   auto progress = [&](const std::string& what) {
     log_.Progress(fmt::format("[{}/{}] {}: {}", index + 1, s.tasks.size(), t.label, what));
   };
-  if (t.check && t.check->kind == "cpu_throttled") {
-    progress("calibration");
-    if (!Calibrate(run, rec, request)) return false;
-  }
   const AfterEachTask& after = s.after_each;
   const bool reverts = t.revert.value_or(after.revert) && info_.Has("revert");
   const bool plant_before = t.canaries_before && after.canaries && reverts;
@@ -423,15 +455,31 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
     progress("plant canaries (before the task)");
     if (!PlantCanaries(run, rec, sandbox)) return false;
   }
+  const bool cpu = t.check && t.check->kind == "cpu_throttled";
+  if (cpu) {
+    progress("calibration (before the task)");
+    if (!Calibrate(run, rec, request, true)) return false;
+    progress("exec overhead");
+    if (!ExecOverhead(run, rec, sandbox, &rec.overhead_task)) {
+      EndCalibration(run, rec);
+      return false;
+    }
+  }
   progress("task");
   rec.task.emplace();
   const size_t mirror_before = options_.mirror ? options_.mirror->LogCount() : 0;
   const size_t sink_before = options_.sink ? options_.sink->LogCount() : 0;
   if (!ExecStep(run, t.label, "task", sandbox, SubstituteHarness(t.command, run.harness),
-                t.timeout_s, &*rec.task))
+                t.timeout_s, &*rec.task)) {
+    if (cpu) EndCalibration(run, rec);
     return false;
+  }
   if (options_.mirror) rec.mirror_log = options_.mirror->LogSince(mirror_before);
   if (options_.sink) rec.sink_log = options_.sink->LogSince(sink_before);
+  if (cpu) {
+    progress("calibration (after the task)");
+    if (!Calibrate(run, rec, request, false)) return false;
+  }
   if (info_.Has("egress.log")) {
     auto log = target_.GatewayLog(sandbox);
     if (log.ok()) {

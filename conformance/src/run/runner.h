@@ -87,7 +87,13 @@ class Runner {
   // The task's calls in `sandbox` (the scenario's or the task's own).
   bool RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const std::string& sandbox,
                  const nlohmann::json& request);
-  bool Calibrate(ScenarioRun& run, TaskRecord& rec, const nlohmann::json& request);
+  // cpu_throttled (SCN-5): the calibration sandbox's create and first runs (before = true), or
+  // its last runs and destroy; EndCalibration destroys it (once) on any path.
+  bool Calibrate(ScenarioRun& run, TaskRecord& rec, const nlohmann::json& request, bool before);
+  bool EndCalibration(ScenarioRun& run, TaskRecord& rec);
+  // The check's no-op command (overhead_command), overhead_runs times in `sandbox`.
+  bool ExecOverhead(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox,
+                    std::vector<Step>* out);
   // Why the task cannot run here ("" = it can): a backend the target lacks, or a
   // {{harness.NAME}} value this run does not have or cannot use against this target.
   std::string CannotRun(const TaskSpec& task) const;

@@ -31,7 +31,9 @@ const std::vector<KindSpec>& CheckKinds() {
        {{"min_ratio", VT::number_float, false, 1.6},
         {"max_ratio", VT::number_float, false, 0.0},
         {"calibration_millicores", VT::number_integer, false, 0},
-        {"calibration_runs", VT::number_integer, false, 2}}},
+        {"calibration_runs", VT::number_integer, false, 2},
+        {"overhead_command", VT::string, false, "true"},
+        {"overhead_runs", VT::number_integer, false, 2}}},
       // SCN-6, RES-2, RES-8, FAIL-3: the breach ends the sandbox — at the REQUESTED limit
       // (limit_bytes, 0: the sandbox's memory_bytes): the hog's last progress line ("allocated
       // N MiB") is below it and at least progress_floor of it, a reported usage peak is within

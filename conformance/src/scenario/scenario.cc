@@ -107,6 +107,9 @@ sbx::StatusOr<json> ReadParams(const KindSpec& kind, const json* params, const s
     if (out["calibration_millicores"].get<int64_t>() < 0) {
       return sbx::InvalidArgument(path + ".calibration_millicores: must be >= 0");
     }
+    int64_t overhead = out["overhead_runs"].get<int64_t>();
+    if (overhead < 0 || overhead > 10)
+      return sbx::InvalidArgument(path + ".overhead_runs: must be 0..10");
   }
   if (kind.kind == "fresh_vs_revert" && out["max_fresh_seconds"].get<double>() <= 0) {
     return sbx::InvalidArgument(path + ".max_fresh_seconds: must be > 0");
