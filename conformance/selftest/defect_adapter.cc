@@ -98,6 +98,10 @@ const std::map<std::string, std::string>& Defects() {
       {"memory-limit-shared",
        "one memory budget for all the runtime's sandboxes: a sandbox made while others hold "
        "memory gets the limit asked for less what they hold (RES-2)"},
+      {"pids-limit-shared",
+       "one pids budget for all the runtime's sandboxes (a per-user RLIMIT_NPROC does the same): "
+       "a sandbox made while others hold processes gets the limit asked for less what they hold "
+       "(RES-4)"},
       {"memory-limit-per-process",
        "the memory limit holds each process (RLIMIT_AS), not the sandbox: a process that reaches "
        "it ends the sandbox as resource_exceeded, but many processes together may pass it (RES-2)"},
@@ -881,6 +885,11 @@ int main(int argc, char** argv) {
       if (held > 0)
         limits["memory_bytes"] = std::max<int64_t>(16 << 20, limits["memory_bytes"].get<int64_t>() - held);
     }
+    if (has("pids-limit-shared") && limits.contains("pids") && limits["pids"].is_number_integer()) {
+      // One pids budget for all the runtime's sandboxes: what the live ones hold is spent.
+      const int64_t held = state.SumOver("held_pids");
+      if (held > 0) limits["pids"] = std::max<int64_t>(8, limits["pids"].get<int64_t>() - held);
+    }
     if (has("leaks-host-env")) {
       // Everything but what would break the sandbox's own tools (PATH) or say where it is.
       static const std::set<std::string> keep_out = {"PATH", "HOME", "PWD", "OLDPWD", "SHLVL",
@@ -1258,6 +1267,12 @@ int main(int argc, char** argv) {
       if (std::regex_search(a.stdout_text, m, holding))
         st["held_mib"] = st.value("held_mib", int64_t{0}) + std::stoll(m[1]);
     }
+    if (has("pids-limit-shared")) {
+      static const std::regex holding(R"(holding (\d+) processes)");
+      std::smatch m;
+      if (std::regex_search(a.stdout_text, m, holding))
+        st["held_pids"] = st.value("held_pids", int64_t{0}) + std::stoll(m[1]);
+    }
     for (const auto& [asked_target, run_target] : sni_swapped) {
       const std::string key = "\"" + run_target + "\"";
       for (size_t at = 0; (at = a.stdout_text.find(key, at)) != std::string::npos;) {
@@ -1328,6 +1343,7 @@ int main(int argc, char** argv) {
     const auto revert_t0 = std::chrono::steady_clock::now();
     sandcheck::OpAnswer r = Must(rt.Revert(id), "revert");
     st.erase("held_mib");  // the holders were the sandbox's processes
+    st.erase("held_pids");
     if (has("crash-revert-keeps-state") && st.value("crashed", false) && st.contains("plant")) {
       // What a restart-in-place leaves: the files the sandbox had before it crashed. Replaying
       // the state the sandbox held (the canaries planted before the task) shows the same.

@@ -859,6 +859,16 @@ ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
     AddProcess(sb, "sleep " + m[1].str());
     return {"ok", "RUNNING", 0, "started\n", ""};
   }
+  // RES-4's neighbour: N processes held in the background (not started: the sim's pids limit is
+  // per sandbox by construction, so only the count is said).
+  if (std::regex_match(
+          cmd, m,
+          std::regex(R"(i=0; while \[ \$i -lt ([0-9]+) \]; do setsid sleep [0-9]+ .*; )"
+                     R"(\[ \$n -ge ([0-9]+) \] && echo holding ([0-9]+) processes)"))) {
+    const int64_t n = std::stoll(m[1]);
+    return {"ok", "RUNNING", 0, fmt::format("alive {}\nholding {} processes\n", n + 3, m[3].str()),
+            ""};
+  }
   // LC-7's beacon (a loop fetching from the mirror): not emulated, only started. The sim's runs
   // give the harness no mirror of its own (--mirror ADDR), so the beacon check is a skip there.
   if (cmd.rfind("setsid sh -c 'while :; do timeout 2 wget -q -O /dev/null http://", 0) == 0 &&

@@ -28,7 +28,7 @@ ISOLATION = {"isolation/" + c for c in (
     "sibling-hidden")}
 LIMITS = {"limits/" + c for c in (
     "disk-quota", "disk-quota-tmp", "disk-quota-shared", "memory-shared-by-processes", "memory-per-sandbox",
-    "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
+    "pids-per-sandbox", "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
 FAILURE = {"failure/" + c for c in ("cannot-execute", "tool-crash", "stages-reported", "clean-after-revert")}
 ALL = ISOLATION | LIMITS | FAILURE
 
