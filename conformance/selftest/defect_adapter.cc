@@ -28,20 +28,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <random>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -53,6 +57,7 @@ extern char** environ;
 namespace {
 
 using nlohmann::json;
+namespace fs = std::filesystem;
 using sandcheck::ExecAnswer;
 using sandcheck::Target;
 
@@ -98,6 +103,12 @@ const std::map<std::string, std::string>& Defects() {
       {"memory-limit-shared",
        "one memory budget for all the runtime's sandboxes: a sandbox made while others hold "
        "memory gets the limit asked for less what they hold (RES-2)"},
+      {"cpu-cap-per-thread",
+       "the CPU cap asked for holds each thread, not the sandbox (a cap per vCPU does the same): "
+       "while a command runs, every thread of the sandbox is moved into a cgroup of its own with "
+       "the quota asked for (cgroup v1 moves threads one by one), and the sandbox's own cgroup "
+       "gets the quota times the host's CPUs; the throttled time reported is the threads' sum "
+       "(RES-1)"},
       {"pids-limit-shared",
        "one pids budget for all the runtime's sandboxes (a per-user RLIMIT_NPROC does the same): "
        "a sandbox made while others hold processes gets the limit asked for less what they hold "
@@ -489,6 +500,93 @@ std::pair<long, long> IdsOf(pid_t pid) {
   return {uid, gid};
 }
 
+// cpu-cap-per-thread (cgroup v1): while alive, moves every thread of the sandbox's cpu cgroups
+// `dirs` (the running instance and its spare) into a child cgroup of its own ("t<TID>") with a
+// quota of `millicores`; Finish() moves them back, removes the children and returns the sum of
+// their throttled time, in seconds.
+class PerThreadCap {
+ public:
+  PerThreadCap(std::vector<std::string> dirs, int64_t millicores)
+      : dirs_(std::move(dirs)), millicores_(millicores), worker_([this] { Loop(); }) {}
+  ~PerThreadCap() { Finish(); }
+  PerThreadCap(const PerThreadCap&) = delete;
+  PerThreadCap& operator=(const PerThreadCap&) = delete;
+
+  double Finish() {
+    if (worker_.joinable()) {
+      stop_ = true;
+      worker_.join();
+    }
+    double throttled = 0;
+    for (const auto& [dir, child] : children_) {
+      std::ifstream tasks(child + "/tasks");
+      for (std::string tid; tasks >> tid;) Spit(dir + "/tasks", tid);
+      std::ifstream stat(child + "/cpu.stat");
+      for (std::string key; stat >> key;) {
+        int64_t value = 0;
+        stat >> value;
+        if (key == "throttled_time") throttled += static_cast<double>(value) / 1e9;
+      }
+      ::rmdir(child.c_str());
+    }
+    children_.clear();
+    return throttled;
+  }
+
+  // The cpu cgroups of the reference's sandbox `id` ("sb-ID-N" below the runtime's own).
+  static std::vector<std::string> Find(const std::string& id) {
+    std::vector<std::string> found;
+    std::error_code ec;
+    const std::string prefix = "sb-" + id + "-";
+    for (auto it = fs::recursive_directory_iterator("/sys/fs/cgroup/cpu/", ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (it.depth() > 5) it.disable_recursion_pending();
+      if (it->is_directory(ec) && it->path().filename().string().rfind(prefix, 0) == 0) {
+        found.push_back(it->path().string());
+        it.disable_recursion_pending();
+      }
+    }
+    return found;
+  }
+
+ private:
+  static void Spit(const std::string& path, const std::string& text) {
+    std::ofstream f(path);
+    f << text;
+  }
+  void Loop() {
+    std::set<std::string> moved;
+    auto sweep = [&](const std::string& dir, const std::string& from) {
+      // Threads a moved thread starts are born in its cgroup: they get one of their own too.
+      std::ifstream tasks(from + "/tasks");
+      for (std::string tid; tasks >> tid;) {
+        if (!moved.insert(tid).second) continue;
+        const std::string child = dir + "/t" + tid;
+        if (::mkdir(child.c_str(), 0755) != 0 && errno != EEXIST) continue;
+        children_.emplace_back(dir, child);
+        Spit(child + "/cpu.cfs_period_us", "100000");
+        Spit(child + "/cpu.cfs_quota_us", std::to_string(millicores_ * 100));
+        Spit(child + "/tasks", tid);
+      }
+    };
+    while (!stop_) {
+      for (const std::string& dir : dirs_) sweep(dir, dir);
+      for (size_t i = 0; i < children_.size(); ++i) {
+        const auto [dir, child] = children_[i];
+        sweep(dir, child);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+
+  std::vector<std::string> dirs_;
+  int64_t millicores_;
+  // (parent, child) cgroups; written by the worker only while it runs.
+  std::vector<std::pair<std::string, std::string>> children_;
+  std::atomic<bool> stop_{false};
+  std::thread worker_;
+};
+
 int64_t Scaled(const json& limits, const char* key, double factor) {
   return static_cast<int64_t>(static_cast<double>(limits[key].get<int64_t>()) * factor);
 }
@@ -852,6 +950,11 @@ int main(int argc, char** argv) {
     if (has("memory-limit-doubled")) scale("memory_bytes", 2.0);
     if (has("memory-limit-halved")) scale("memory_bytes", 0.5);
     if (has("cpu-limit-halved")) scale("cpu_millicores", 0.5);
+    if (has("cpu-cap-per-thread") && limits.contains("cpu_millicores") &&
+        limits["cpu_millicores"].is_number_integer()) {
+      // The sandbox's own cgroup: the cap times the host's CPUs; each thread gets the cap itself.
+      scale("cpu_millicores", static_cast<double>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN))));
+    }
     if (has("pids-limit-quadrupled")) scale("pids", 4.0);
     if (has("pids-checked-after")) limits.erase("pids");
     if (has("pids-limit-halved")) scale("pids", 0.5);
@@ -1178,8 +1281,21 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cmd.rfind("sbx-canary plant ", 0) == 0) st["plant"] = cmd;
+    std::optional<PerThreadCap> per_thread;
+    if (has("cpu-cap-per-thread") && st.contains("asked_millicores")) {
+      std::vector<std::string> dirs = PerThreadCap::Find(id);
+      if (dirs.empty()) Die(1, "internal", "cpu-cap-per-thread: no cpu cgroup for " + id);
+      per_thread.emplace(std::move(dirs), st["asked_millicores"].get<int64_t>());
+    }
     const auto exec_t0 = std::chrono::steady_clock::now();
     ExecAnswer a = Must(rt.Exec(id, cmd, timeout), "exec");
+    if (per_thread) {
+      const double threads_throttled = per_thread->Finish();
+      if (a.extra.contains("usage") && a.extra["usage"].is_object()) {
+        json& u = a.extra["usage"];
+        u["throttled_seconds"] = u.value("throttled_seconds", 0.0) + threads_throttled;
+      }
+    }
     const double exec_secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - exec_t0).count();
     if (has("crosstalk-under-load")) {

@@ -13,6 +13,8 @@
 //   oom-kills-one           a breach kills the hog only: the shell runs on (and the answer still
 //                           says resource_exceeded / CRASHED)
 //   no-cpu-limit            sbx-cpu is not slowed by cpu_millicores
+//   cpu-cap-per-thread      the CPU cap holds each thread, not the sandbox: `sbx-cpu -t 2` gets
+//                           twice the quota asked for (RES-1)
 //   dns-resolves-everything every name resolves (then meets the gateway: 403)
 //   ip-through              requests to IP literals get through (200)
 //   drops-denied            NOT a defect: what the policy denies is dropped, not refused (the

@@ -741,16 +741,25 @@ ExecOut Simple0(Sandbox& sb, const std::string& text, int last_exit) {
       else
         std::ofstream(sb.work + "/" + out_file) << f.body;
     }
-  } else if (cmd == "sbx-cpu" && w.size() == 3 && w[1] == "-n") {
+  } else if (cmd == "sbx-cpu" &&
+             ((w.size() == 3 && w[1] == "-n") || (w.size() == 5 && w[1] == "-t" && w[3] == "-n"))) {
+    // One thread's work takes `base` on a core; K threads run on K cores (the sim's host has
+    // enough) and share a cap on the sandbox, or each get one under cpu-cap-per-thread.
+    const int64_t threads = w.size() == 5 ? std::max<int64_t>(1, std::atoll(w[2].c_str())) : 1;
     const char* scale = std::getenv("SIM_CPU_SECONDS_PER_MILLION");
-    double base = std::atof(w[2].c_str()) * (scale ? std::atof(scale) : 1.0 / 600);
+    double base = std::atof(w.back().c_str()) * (scale ? std::atof(scale) : 1.0 / 600);
     int64_t mc = sb.spec.value("limits", json::object()).value("cpu_millicores", int64_t{0});
     double wall = base;
     if (Has(sb, "cpu-limit-halved")) mc /= 2;
-    if (mc > 0 && !Has(sb, "no-cpu-limit") && !Has(sb, "no-isolation"))
-      wall = base * 1000.0 / static_cast<double>(mc);
+    if (mc > 0 && !Has(sb, "no-cpu-limit") && !Has(sb, "no-isolation")) {
+      const double cpus = static_cast<double>(mc) / 1000.0;
+      wall = Has(sb, "cpu-cap-per-thread") ? base / std::min(1.0, cpus)
+                                           : base * static_cast<double>(threads) / cpus;
+      wall = std::max(wall, base);
+    }
     Sleep(wall);
-    r.out = fmt::format("wall_seconds {:.3f} cpu_seconds {:.3f} threads 1\n", wall, base);
+    r.out = fmt::format("wall_seconds {:.3f} cpu_seconds {:.3f} threads {}\n", wall,
+                        base * static_cast<double>(threads), threads);
   } else if (cmd == "sbx-memhog" && (w.size() == 2 || (w.size() == 3 && w[1] == "--hold"))) {
     const bool hold = w.size() == 3;
     int64_t mib = std::atoll(w.back().c_str());
@@ -863,7 +872,7 @@ ExecOut Interpret(Sandbox& sb, const std::string& cmd, double timeout_s) {
   // per sandbox by construction, so only the count is said).
   if (std::regex_match(
           cmd, m,
-          std::regex(R"(i=0; while \[ \$i -lt ([0-9]+) \]; do setsid sleep [0-9]+ .*; )"
+          std::regex(R"(i=0; p=; while \[ \$i -lt ([0-9]+) \]; do setsid sleep [0-9]+ .*; )"
                      R"(\[ \$n -ge ([0-9]+) \] && echo holding ([0-9]+) processes)"))) {
     const int64_t n = std::stoll(m[1]);
     return {"ok", "RUNNING", 0, fmt::format("alive {}\nholding {} processes\n", n + 3, m[3].str()),

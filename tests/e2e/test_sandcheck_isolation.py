@@ -28,7 +28,7 @@ ISOLATION = {"isolation/" + c for c in (
     "sibling-hidden")}
 LIMITS = {"limits/" + c for c in (
     "disk-quota", "disk-quota-tmp", "disk-quota-shared", "memory-shared-by-processes", "memory-per-sandbox",
-    "pids-per-sandbox", "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
+    "cpu-shared-by-threads", "pids-per-sandbox", "fork-bomb-contained", "timeout", "file-descriptors", "clean-after-revert")}
 FAILURE = {"failure/" + c for c in ("cannot-execute", "tool-crash", "stages-reported", "clean-after-revert")}
 ALL = ISOLATION | LIMITS | FAILURE
 
@@ -60,6 +60,9 @@ BROKEN = {
     "no-disk-limit": {"limits/disk-quota", "limits/disk-quota-tmp", "limits/disk-quota-shared"},  # RES-3
     "disk-full-as-ok": {"limits/disk-quota", "limits/disk-quota-tmp"},                   # RES-8
     "disk-not-reclaimed": {"limits/disk-quota", "limits/disk-quota-tmp"},    # the follow-up
+    "cpu-cap-per-thread": {"limits/cpu-shared-by-threads"},                              # RES-1
+    # No cap at all: two threads run side by side, as fast as one (RES-1).
+    "no-cpu-limit": {"limits/cpu-shared-by-threads"},
     "no-pids-limit": {"limits/fork-bomb-contained"},                                     # RES-4
     "pids-breach-crashes": set(),              # ending the sandbox as resource_exceeded is fine
     # Ended as resource_exceeded, but by something else: the bomb's own peak lines went to 400.
@@ -82,6 +85,7 @@ BROKEN = {
                      "isolation/no-egress-other-ways",  # its probe reaches the harness's sink
                      "limits/disk-quota", "limits/disk-quota-tmp", "limits/disk-quota-shared",
                      "limits/memory-shared-by-processes", "limits/fork-bomb-contained",
+                     "limits/cpu-shared-by-threads",
                      "limits/file-descriptors"} | REVERTS,
 }
 
@@ -130,7 +134,8 @@ class Run:
 def sim(tmp_path, mirror, faults="", scenarios=SCENARIOS, env=None, extra=(), name="run"):
     state = tmp_path / f"{name}-state"
     state.mkdir(exist_ok=True)
-    e = {"SIM_STATE_DIR": str(state), "SIM_FAULTS": faults}
+    # limits/cpu-shared-by-threads' work emulated as 0.1 s of one core per thread (not 0.5 s).
+    e = {"SIM_STATE_DIR": str(state), "SIM_FAULTS": faults, "SIM_CPU_SECONDS_PER_MILLION": str(1 / 3000)}
     e.update(env or {})
     args = ["run", "--target", f"adapter:{SIM}", "--mirror", mirror.address, "--expectations", "none"]
     for s in scenarios:

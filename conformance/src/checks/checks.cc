@@ -98,6 +98,8 @@ void JudgeScenario(ScenarioRun& run, const TargetInfo& info) {
         v = GatewayRefused(*task, p, info);
       else if (c->kind == "cpu_throttled")
         v = CpuThrottled(*task, p, RequestedLimit(run, *task, "cpu_millicores"));
+      else if (c->kind == "cpu_shared_by_threads")
+        v = CpuSharedByThreads(*task, p, RequestedLimit(run, *task, "cpu_millicores"));
       else if (c->kind == "resource_exceeded")
         v = ResourceExceeded(*task, p,
                              p["limit_bytes"].get<int64_t>() > 0

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "checks/expectations.h"
+#include "checks/verdict.h"
 #include "scenario/catalog.h"
 
 namespace sandcheck {
@@ -570,6 +571,50 @@ TEST_F(SixTask, CertifyTurnsSkipsIntoFailures) {
   ApplyExpectationsAndProfile(runs, nullptr, Profile::kCertify);
   EXPECT_EQ(runs[0].checks[5].outcome, Outcome::kFail);
   EXPECT_TRUE(runs[0].checks[5].blocking);
+}
+
+// RES-1 (issue 32): the cap holds the sandbox, not each thread. Two threads of the work take
+// about 2x one thread's time in the same capped sandbox; a cap per thread gives them about 1x.
+TEST(CpuSharedByThreads, TwoThreadsShareTheCapOfTheSandbox) {
+  auto exec = [](const std::string& out, double wall) {
+    Step s;
+    s.is_exec = true;
+    s.answer.status = "ok";
+    s.answer.exit_code = 0;
+    s.answer.stdout_text = out;
+    s.wall_seconds = wall;
+    return s;
+  };
+  const nlohmann::json p = {
+      {"reference_command", "sbx-cpu -n 300"}, {"min_ratio", 1.6}, {"overhead_command", "true"}};
+  TaskRecord t;
+  t.task = exec("wall_seconds 2.0 cpu_seconds 1.0 threads 2\n", 2.05);
+  t.calibration = {exec("wall_seconds 1.0 cpu_seconds 0.5 threads 1\n", 1.05),
+                   exec("wall_seconds 1.0 cpu_seconds 0.5 threads 1\n", 1.1)};
+  t.overhead_task = {exec("", 0.05), exec("", 0.05)};
+  eval::Verdict v = eval::CpuSharedByThreads(t, p, 500);
+  EXPECT_EQ(v.outcome, Outcome::kPass) << v.reason;
+  EXPECT_NE(v.reason.find("2.00x"), std::string::npos) << v.reason;
+  // A cap per thread: the two threads take as long as one.
+  t.task = exec("wall_seconds 1.0 cpu_seconds 1.0 threads 2\n", 1.07);
+  v = eval::CpuSharedByThreads(t, p, 500);
+  EXPECT_EQ(v.outcome, Outcome::kFail) << v.reason;
+  EXPECT_NE(v.reason.find("held each thread"), std::string::npos) << v.reason;
+  // ... unless the one thread itself got less than the cap (a busy machine): cannot judge.
+  t.calibration = {exec("wall_seconds 2.5 cpu_seconds 0.5 threads 1\n", 2.55)};
+  t.task = exec("wall_seconds 2.5 cpu_seconds 1.0 threads 2\n", 2.6);
+  v = eval::CpuSharedByThreads(t, p, 500);
+  EXPECT_EQ(v.outcome, Outcome::kError) << v.reason;
+  EXPECT_NE(v.reason.find("too busy"), std::string::npos) << v.reason;
+  // The target's cgroup figure, where reported, is what says how busy: a full half CPU here.
+  t.calibration[0].answer.extra["usage"] = {{"cpu_seconds", 1.27}};
+  v = eval::CpuSharedByThreads(t, p, 500);
+  EXPECT_EQ(v.outcome, Outcome::kFail) << v.reason;
+  // A reference run that failed is no reference.
+  t.calibration[0].answer.exit_code = 137;
+  v = eval::CpuSharedByThreads(t, p, 500);
+  EXPECT_EQ(v.outcome, Outcome::kFail) << v.reason;
+  EXPECT_NE(v.reason.find("reference run did not complete"), std::string::npos) << v.reason;
 }
 
 }  // namespace

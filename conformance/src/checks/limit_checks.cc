@@ -255,6 +255,102 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
   return {Outcome::kPass, story, v.evidence};
 }
 
+Verdict CpuSharedByThreads(TaskRecord& t, const json& p, int64_t millicores) {
+  const ExecAnswer& a = t.task->answer;
+  const double min_ratio = p["min_ratio"];
+  Verdict v;
+  v.evidence["requested_millicores"] = millicores;
+  v.evidence["min_ratio"] = min_ratio;
+  json runs = json::array();
+  std::vector<double> ref;
+  const Step* fastest = nullptr;
+  for (const Step& s : t.calibration) {
+    runs.push_back(ExecEvidence(s));
+    if (!s.error.empty() || s.answer.status != "ok" || s.answer.exit_code != 0) continue;
+    ref.push_back(s.wall_seconds);
+    if (!fastest || s.wall_seconds < fastest->wall_seconds) fastest = &s;
+  }
+  v.evidence["reference"] = runs;
+  v.evidence["reference_command"] = p["reference_command"];
+  t.refused = false;
+  if (a.status != "ok" || a.exit_code != 0) {
+    t.got = Told(a);
+    t.refused = true;
+    return {Outcome::kFail,
+            fmt::format("the threads' fixed work did not complete under the limit: {}", Told(a)),
+            v.evidence};
+  }
+  if (!fastest) {
+    t.got = fmt::format("{:.2f} s of wall time", t.task->wall_seconds);
+    return {Outcome::kFail, "the one-thread reference run did not complete under the limit",
+            v.evidence};
+  }
+  const std::optional<double> over = MedianOkWall(t.overhead_task);
+  const double overhead = over ? std::max(0.0, *over) : 0.0;
+  const double base_raw = fastest->wall_seconds, wall_raw = t.task->wall_seconds;
+  v.evidence["exec_overhead"] = {{"command", p["overhead_command"]},
+                                 {"subtracted_seconds", overhead}};
+  v.evidence["threads_wall_seconds"] = wall_raw;
+  v.evidence["reference_wall_seconds"] = base_raw;
+  if (overhead > 0.75 * base_raw) {
+    t.got = fmt::format("{:.2f} s of wall time", wall_raw);
+    return {Outcome::kError,
+            fmt::format("a no-op exec takes {:.3f} s, most of the {:.3f} s the one-thread run "
+                        "took: too little of the wall time is the command's own to judge",
+                        overhead, base_raw),
+            v.evidence};
+  }
+  const double base = base_raw - overhead, wall = wall_raw - overhead;
+  const double ratio = base > 0 ? wall / base : 0;
+  v.evidence["ratio"] = ratio;
+  auto inside = ParseCpuTool(a.stdout_text);
+  const int threads = inside && inside->threads > 0 ? inside->threads : 0;
+  if (inside) {
+    v.evidence["inside_sandbox"] = {{"wall_seconds", inside->wall_seconds},
+                                    {"cpu_seconds", inside->cpu_seconds},
+                                    {"threads", inside->threads},
+                                    {"note", "reported inside; not used for the verdict"}};
+  }
+  t.got = fmt::format("{:.2f} s of wall time ({:.1f}x one thread)", wall_raw, ratio);
+  const double cap_cpus = static_cast<double>(millicores) / 1000.0;
+  std::string story = fmt::format(
+      "{} threads of the same fixed work each took {:.3f} s under the {} millicores, one thread "
+      "{:.3f} s in the same sandbox: {:.2f}x (harness wall clock{})",
+      threads > 0 ? std::to_string(threads) : "several", wall, millicores, base, ratio,
+      overhead > 0 ? fmt::format(", less the {:.3f} s a no-op exec takes", overhead) : "");
+  if (ratio >= min_ratio) return {Outcome::kPass, story, v.evidence};
+  // Under the cap the one thread must have had the whole quota for the comparison to hold: a
+  // machine that gave it less (a busy host) gives the threads together more than it, whatever
+  // the cap. Its share, by the target's cgroup figure or else the tool's own (either may excuse
+  // a failure into "cannot judge", never into a pass).
+  std::optional<double> ref_cpu = UsageOf(fastest->answer, "cpu_seconds");
+  const char* whose = "the target's usage report";
+  if (!ref_cpu) {
+    if (auto in = ParseCpuTool(fastest->answer.stdout_text); in && in->cpu_seconds > 0) {
+      ref_cpu = in->cpu_seconds;
+      whose = "the tool's own reading";
+    }
+  }
+  if (ref_cpu && base > 0) {
+    const double ref_share = *ref_cpu / base;
+    v.evidence["reference_cpu_share"] = ref_share;
+    if (ref_share < cap_cpus * 0.9) {
+      return {Outcome::kError,
+              fmt::format("{}; but the one-thread run got only {:.2f} of a CPU ({}) under a "
+                          "{:.2f} CPU cap: too busy a machine to tell a cap on the sandbox from "
+                          "one per thread",
+                          story, ref_share, whose, cap_cpus),
+              v.evidence};
+    }
+  }
+  return {Outcome::kFail,
+          fmt::format("{}: under a cap on the sandbox the threads share {:.2f} of a CPU and take "
+                      "about {}x as long; {:.2f}x is under {:.2f}x, so the cap held each thread "
+                      "(or vCPU), not the sandbox",
+                      story, cap_cpus, threads > 0 ? threads : 2, ratio, min_ratio),
+          v.evidence};
+}
+
 Verdict ResourceExceeded(TaskRecord& t, const json& p, int64_t limit_bytes) {
   const ExecAnswer& a = t.task->answer;
   Verdict v;

@@ -44,6 +44,7 @@ Verdict AllowedDownload(TaskRecord& t, const nlohmann::json& p, const TargetInfo
 Verdict NameNotResolved(TaskRecord& t, const nlohmann::json& p);
 Verdict GatewayRefused(TaskRecord& t, const nlohmann::json& p, const TargetInfo& info);
 Verdict CpuThrottled(TaskRecord& t, const nlohmann::json& p, int64_t millicores);
+Verdict CpuSharedByThreads(TaskRecord& t, const nlohmann::json& p, int64_t millicores);
 Verdict ResourceExceeded(TaskRecord& t, const nlohmann::json& p, int64_t limit_bytes);
 Verdict ExitOk(TaskRecord& t, const nlohmann::json& p);
 Verdict Expect(TaskRecord& t, const nlohmann::json& p);

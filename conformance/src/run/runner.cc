@@ -465,6 +465,27 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
       return false;
     }
   }
+  // cpu_shared_by_threads: the one-thread reference runs in the task's own sandbox, half before
+  // the task and half after.
+  const bool threads = t.check && t.check->kind == "cpu_shared_by_threads";
+  const int64_t reference_runs = threads ? t.check->params["reference_runs"].get<int64_t>() : 0;
+  auto reference = [&](int64_t from, int64_t to) {
+    const std::string cmd =
+        SubstituteHarness(t.check->params["reference_command"].get<std::string>(), run.harness);
+    for (int64_t i = from; i < to; ++i) {
+      progress(fmt::format("one-thread reference {}/{}", i + 1, reference_runs));
+      Step ref;
+      bool ok = ExecStep(run, t.label, "reference", sandbox, cmd, t.timeout_s, &ref);
+      rec.calibration.push_back(std::move(ref));
+      if (!ok) return false;
+    }
+    return true;
+  };
+  if (threads) {
+    progress("exec overhead");
+    if (!ExecOverhead(run, rec, sandbox, &rec.overhead_task)) return false;
+    if (!reference(0, (reference_runs + 1) / 2)) return false;
+  }
   progress("task");
   rec.task.emplace();
   const size_t mirror_before = options_.mirror ? options_.mirror->LogCount() : 0;
@@ -480,6 +501,7 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
     progress("calibration (after the task)");
     if (!Calibrate(run, rec, request, false)) return false;
   }
+  if (threads && !reference((reference_runs + 1) / 2, reference_runs)) return false;
   if (info_.Has("egress.log")) {
     auto log = target_.GatewayLog(sandbox);
     if (log.ok()) {

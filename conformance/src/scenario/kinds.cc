@@ -34,6 +34,17 @@ const std::vector<KindSpec>& CheckKinds() {
         {"calibration_runs", VT::number_integer, false, 2},
         {"overhead_command", VT::string, false, "true"},
         {"overhead_runs", VT::number_integer, false, 2}}},
+      // RES-1 (issue 32): the cap holds the sandbox, not each thread. In the task's own capped
+      // sandbox, the task (N threads of fixed work each) against `reference_command` (one thread
+      // of the same work): under a cap on the sandbox the task takes N times as long; under a cap
+      // per thread (or per vCPU) about as long. Reference runs before and after the task.
+      {"cpu_shared_by_threads",
+       true,
+       {{"reference_command", VT::string, true, ""},
+        {"min_ratio", VT::number_float, false, 1.6},
+        {"reference_runs", VT::number_integer, false, 2},
+        {"overhead_command", VT::string, false, "true"},
+        {"overhead_runs", VT::number_integer, false, 2}}},
       // SCN-6, RES-2, RES-8, FAIL-3: the breach ends the sandbox — at the REQUESTED limit
       // (limit_bytes, 0: the sandbox's memory_bytes): the hog's last progress line ("allocated
       // N MiB") is below it and at least progress_floor of it, a reported usage peak is within

@@ -111,6 +111,15 @@ sbx::StatusOr<json> ReadParams(const KindSpec& kind, const json* params, const s
     if (overhead < 0 || overhead > 10)
       return sbx::InvalidArgument(path + ".overhead_runs: must be 0..10");
   }
+  if (kind.kind == "cpu_shared_by_threads") {
+    if (out["min_ratio"].get<double>() <= 1.0)
+      return sbx::InvalidArgument(path + ".min_ratio: must be > 1");
+    int64_t runs = out["reference_runs"].get<int64_t>();
+    if (runs < 1 || runs > 10) return sbx::InvalidArgument(path + ".reference_runs: must be 1..10");
+    int64_t overhead = out["overhead_runs"].get<int64_t>();
+    if (overhead < 0 || overhead > 10)
+      return sbx::InvalidArgument(path + ".overhead_runs: must be 0..10");
+  }
   if (kind.kind == "fresh_vs_revert" && out["max_fresh_seconds"].get<double>() <= 0) {
     return sbx::InvalidArgument(path + ".max_fresh_seconds: must be > 0");
   }
