@@ -595,6 +595,15 @@ TEST(CpuSharedByThreads, TwoThreadsShareTheCapOfTheSandbox) {
   eval::Verdict v = eval::CpuSharedByThreads(t, p, 500);
   EXPECT_EQ(v.outcome, Outcome::kPass) << v.reason;
   EXPECT_NE(v.reason.find("2.00x"), std::string::npos) << v.reason;
+  // A machine that gave the sandbox only about 0.7 of a CPU hides a cap per thread from the
+  // wall clock (2x here too); the target's cgroup figure, 1.4 CPU seconds in 2 s, shows the
+  // threads got more than the cap together.
+  t.task->answer.extra["usage"] = {{"cpu_seconds", 1.4}};
+  v = eval::CpuSharedByThreads(t, p, 500);
+  EXPECT_EQ(v.outcome, Outcome::kFail) << v.reason;
+  EXPECT_NE(v.reason.find("0.70 of a CPU together"), std::string::npos) << v.reason;
+  t.task->answer.extra["usage"] = {{"cpu_seconds", 1.0}};
+  EXPECT_EQ(eval::CpuSharedByThreads(t, p, 500).outcome, Outcome::kPass);
   // A cap per thread: the two threads take as long as one.
   t.task = exec("wall_seconds 1.0 cpu_seconds 1.0 threads 2\n", 1.07);
   v = eval::CpuSharedByThreads(t, p, 500);

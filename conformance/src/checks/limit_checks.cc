@@ -318,6 +318,21 @@ Verdict CpuSharedByThreads(TaskRecord& t, const json& p, int64_t millicores) {
       "{:.3f} s in the same sandbox: {:.2f}x (harness wall clock{})",
       threads > 0 ? std::to_string(threads) : "several", wall, millicores, base, ratio,
       overhead > 0 ? fmt::format(", less the {:.3f} s a no-op exec takes", overhead) : "");
+  // The target's cgroup figure may only make the verdict stricter: the threads together never
+  // get more than the cap. (A machine too busy to give them more than about the cap hides a cap
+  // per thread from the wall clock: CFS gives a whole cgroup subtree one share beside a hog.)
+  if (auto cpu = UsageOf(a, "cpu_seconds"); cpu && wall > 0 && millicores > 0) {
+    const double share = *cpu / wall;
+    v.evidence["threads_host_share"] = share;
+    if (share > cap_cpus * 1.15 + 0.02) {
+      return {Outcome::kFail,
+              fmt::format("{}; but the threads got {:.2f} of a CPU together (the target's usage "
+                          "report) under a {:.2f} CPU cap: the cap held each thread, not the "
+                          "sandbox",
+                          story, share, cap_cpus),
+              v.evidence};
+    }
+  }
   if (ratio >= min_ratio) return {Outcome::kPass, story, v.evidence};
   // Under the cap the one thread must have had the whole quota for the comparison to hold: a
   // machine that gave it less (a busy host) gives the threads together more than it, whatever
