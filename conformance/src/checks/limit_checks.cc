@@ -18,15 +18,28 @@ using nlohmann::json;
 
 namespace {
 
+// A step that ran cleanly: no harness error, status ok, exit 0.
+bool RanCleanly(const Step& s) {
+  return s.error.empty() && s.answer.status == "ok" && s.answer.exit_code == 0;
+}
+
 // The median wall time of the steps that ran cleanly (nullopt: none did).
 std::optional<double> MedianOkWall(const std::vector<Step>& steps) {
   std::vector<double> walls;
   for (const Step& s : steps) {
-    if (s.error.empty() && s.answer.status == "ok" && s.answer.exit_code == 0)
-      walls.push_back(s.wall_seconds);
+    if (RanCleanly(s)) walls.push_back(s.wall_seconds);
   }
   if (walls.empty()) return std::nullopt;
   return Percentile(walls, 50);
+}
+
+// What the CPU tool printed inside the sandbox: recorded to show what the sandbox believes, never
+// used for the verdict (SCN-5).
+json InsideEvidence(const CpuToolOutput& inside) {
+  return {{"wall_seconds", inside.wall_seconds},
+          {"cpu_seconds", inside.cpu_seconds},
+          {"threads", inside.threads},
+          {"note", "reported inside; not used for the verdict"}};
 }
 
 }  // namespace
@@ -53,13 +66,7 @@ Verdict CpuThrottled(TaskRecord& t, const json& p, int64_t millicores) {
   v.evidence["calibration_millicores"] = p["calibration_millicores"];
   v.evidence["requested_millicores"] = millicores;
   auto inside = ParseCpuTool(a.stdout_text);
-  if (inside) {
-    // Recorded to show what the sandbox believes; never used for the verdict (SCN-5).
-    v.evidence["inside_sandbox"] = {{"wall_seconds", inside->wall_seconds},
-                                    {"cpu_seconds", inside->cpu_seconds},
-                                    {"threads", inside->threads},
-                                    {"note", "reported inside; not used for the verdict"}};
-  }
+  if (inside) v.evidence["inside_sandbox"] = InsideEvidence(*inside);
   t.refused = false;
   if (a.status != "ok" || a.exit_code != 0) {
     t.got = Told(a);
@@ -262,12 +269,10 @@ Verdict CpuSharedByThreads(TaskRecord& t, const json& p, int64_t millicores) {
   v.evidence["requested_millicores"] = millicores;
   v.evidence["min_ratio"] = min_ratio;
   json runs = json::array();
-  std::vector<double> ref;
   const Step* fastest = nullptr;
   for (const Step& s : t.calibration) {
     runs.push_back(ExecEvidence(s));
-    if (!s.error.empty() || s.answer.status != "ok" || s.answer.exit_code != 0) continue;
-    ref.push_back(s.wall_seconds);
+    if (!RanCleanly(s)) continue;
     if (!fastest || s.wall_seconds < fastest->wall_seconds) fastest = &s;
   }
   v.evidence["reference"] = runs;
@@ -305,12 +310,7 @@ Verdict CpuSharedByThreads(TaskRecord& t, const json& p, int64_t millicores) {
   v.evidence["ratio"] = ratio;
   auto inside = ParseCpuTool(a.stdout_text);
   const int threads = inside && inside->threads > 0 ? inside->threads : 0;
-  if (inside) {
-    v.evidence["inside_sandbox"] = {{"wall_seconds", inside->wall_seconds},
-                                    {"cpu_seconds", inside->cpu_seconds},
-                                    {"threads", inside->threads},
-                                    {"note", "reported inside; not used for the verdict"}};
-  }
+  if (inside) v.evidence["inside_sandbox"] = InsideEvidence(*inside);
   t.got = fmt::format("{:.2f} s of wall time ({:.1f}x one thread)", wall_raw, ratio);
   const double cap_cpus = static_cast<double>(millicores) / 1000.0;
   std::string story = fmt::format(

@@ -122,16 +122,8 @@ bool Runner::Calibrate(ScenarioRun& run, TaskRecord& rec, const json& request, b
   const int64_t first = (runs + 1) / 2;
   const std::string command = SubstituteHarness(rec.spec->command, run.harness);
   auto calibrate = [&](int64_t from, int64_t to) {
-    for (int64_t i = from; i < to; ++i) {
-      log_.Progress(fmt::format("{}: calibration {}/{} (at the calibration quota)", rec.spec->label,
-                                i + 1, runs));
-      Step s;
-      bool ok = ExecStep(run, rec.spec->label, "calibrate", rec.calibration_sandbox, command,
-                         rec.spec->timeout_s, &s);
-      rec.calibration.push_back(std::move(s));
-      if (!ok) return false;
-    }
-    return true;
+    return RepeatExec(run, *rec.spec, rec.calibration_sandbox, command, "calibrate",
+                      "calibration (at the calibration quota)", from, to, runs, &rec.calibration);
   };
   if (!before) {
     bool ok = calibrate(first, runs);
@@ -162,6 +154,20 @@ bool Runner::EndCalibration(ScenarioRun& run, TaskRecord& rec) {
                           Op::kDestroy, &destroy);
   rec.calibration_ops.push_back(destroy);
   return destroyed;
+}
+
+bool Runner::RepeatExec(ScenarioRun& run, const TaskSpec& t, const std::string& sandbox,
+                        const std::string& command, const std::string& phase,
+                        const std::string& what, int64_t from, int64_t to, int64_t total,
+                        std::vector<Step>* out) {
+  for (int64_t i = from; i < to; ++i) {
+    log_.Progress(fmt::format("{}: {} {}/{}", t.label, what, i + 1, total));
+    Step s;
+    bool ok = ExecStep(run, t.label, phase, sandbox, command, t.timeout_s, &s);
+    out->push_back(std::move(s));
+    if (!ok) return false;
+  }
+  return true;
 }
 
 bool Runner::ExecOverhead(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox,
@@ -472,14 +478,8 @@ bool Runner::RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const st
   auto reference = [&](int64_t from, int64_t to) {
     const std::string cmd =
         SubstituteHarness(t.check->params["reference_command"].get<std::string>(), run.harness);
-    for (int64_t i = from; i < to; ++i) {
-      progress(fmt::format("one-thread reference {}/{}", i + 1, reference_runs));
-      Step ref;
-      bool ok = ExecStep(run, t.label, "reference", sandbox, cmd, t.timeout_s, &ref);
-      rec.calibration.push_back(std::move(ref));
-      if (!ok) return false;
-    }
-    return true;
+    return RepeatExec(run, t, sandbox, cmd, "reference", "one-thread reference", from, to,
+                      reference_runs, &rec.calibration);
   };
   if (threads) {
     progress("exec overhead");

@@ -92,6 +92,11 @@ class Runner {
   bool Calibrate(ScenarioRun& run, TaskRecord& rec, const nlohmann::json& request, bool before);
   bool EndCalibration(ScenarioRun& run, TaskRecord& rec);
   // The check's no-op command (overhead_command), overhead_runs times in `sandbox`.
+  // Runs `command` in `sandbox` for runs from..to-1 (progress says "what i/total"), each step
+  // appended to *out; false once one fails.
+  bool RepeatExec(ScenarioRun& run, const TaskSpec& t, const std::string& sandbox,
+                  const std::string& command, const std::string& phase, const std::string& what,
+                  int64_t from, int64_t to, int64_t total, std::vector<Step>* out);
   bool ExecOverhead(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox,
                     std::vector<Step>* out);
   // Why the task cannot run here ("" = it can): a backend the target lacks, or a
