@@ -240,6 +240,13 @@ const std::map<std::string, std::string>& Defects() {
        "a trusted sandbox, reset in place, serves the same tenant and tool again, but the "
        "commands of a sandbox taken from the shelf get the new request's env without its secrets "
        "(POOL-2)"},
+      // POOL-6 (pool/size-adapts): the adapter's one-shot runs (op `run`) take a sandbox from a
+      // shelf of ONE, kept for the latest request and refilled after each run, whatever the
+      // demand. (Every other defect, and the control, forwards `run` to sandboxd's POST /v1/run,
+      // whose pools follow demand.)
+      {"pool-never-grows",
+       "pooled runs take from a fixed shelf of one sandbox, made again after each run: at most "
+       "one run of a burst is warm however long the demand lasts (POOL-6)"},
       {"one-service-tenant",
        "every create is made with the adapter's own service credential, whatever tenant it "
        "names: a floored tenant's sandbox gets the service tenant's policy, no floor (SEL-2)"},
@@ -321,6 +328,14 @@ class State {
     }
     ::closedir(d);
     return sum;
+  }
+
+  // An exclusive lock over this state directory's `name` (flock), held until the returned
+  // descriptor is closed; -1 when the lock file cannot be made.
+  int Lock(const std::string& name) const {
+    int fd = ::open((dir_ + "/" + name).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) ::flock(fd, LOCK_EX);
+    return fd;
   }
 
   // A counter shared by every adapter process of this state directory (flock), for the defects
@@ -834,8 +849,8 @@ int main(int argc, char** argv) {
                     defect));
   }
   const std::string op = argv[1];
-  static const std::set<std::string> ops = {"info",    "create", "exec",    "revert",     "destroy",
-                                            "suspend", "resume", "gateway_log"};
+  static const std::set<std::string> ops = {"info", "create",  "exec",   "revert",     "destroy",
+                                            "run",  "suspend", "resume", "gateway_log"};
   if (!ops.count(op)) Die(64, "unimplemented", fmt::format("unknown op '{}'", op));
   std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   json in = json::parse(text, nullptr, false);
@@ -846,7 +861,7 @@ int main(int argc, char** argv) {
   // tenant a create asks for; a sandbox's later calls use the token it was made with.
   std::string token = Env("SANDCHECK_SELFTEST_TOKEN", "");
   const json tenant_tokens = json::parse(Env("SANDCHECK_SELFTEST_TENANTS", "{}"), nullptr, false);
-  if (op == "create" && in.contains("tenant") && in["tenant"].is_string() &&
+  if ((op == "create" || op == "run") && in.contains("tenant") && in["tenant"].is_string() &&
       tenant_tokens.is_object() && tenant_tokens.contains(in["tenant"].get<std::string>()) &&
       defect != "one-service-tenant") {
     token = tenant_tokens[in["tenant"].get<std::string>()].get<std::string>();
@@ -918,6 +933,42 @@ int main(int argc, char** argv) {
     }
     if (!floors.empty()) out["tenant_floors"] = floors;
     std::cout << out.dump() << "\n";
+    return 0;
+  }
+  if (op == "run") {
+    // A one-shot run (POOL-2, POOL-6): the create object plus cmd and timeout_s.
+    json req = in;
+    const std::string cmd = in.value("cmd", "");
+    const double timeout = in.value("timeout_s", 60.0);
+    req.erase("cmd");
+    req.erase("timeout_s");
+    if (!has("pool-never-grows")) {
+      std::cout << ExecJson(Must(rt.RunPooled(req, cmd, timeout), "run")).dump() << "\n";
+      return 0;
+    }
+    // The shelf of one: taken when it holds a sandbox of this very request, else a new one.
+    const std::string key = req.dump();
+    std::string id;
+    int lock = state.Lock("never-grows.lock");
+    json shelf = state.Load("never-grows-shelf");
+    if (shelf.value("key", "") == key) {
+      id = shelf.value("id", "");
+      state.Drop("never-grows-shelf");
+    }
+    ::close(lock);
+    if (id.empty()) id = Must(rt.Create(req), "run (create)");
+    ExecAnswer a = Must(rt.Exec(id, cmd, timeout), "run (exec)");
+    (void)rt.Destroy(id);
+    // Refilled to one, never more: the latest request's.
+    lock = state.Lock("never-grows.lock");
+    shelf = state.Load("never-grows-shelf");
+    if (shelf.value("key", "") != key) {
+      if (shelf.contains("id") && shelf["id"].is_string()) (void)rt.Destroy(shelf["id"]);
+      std::string next = Must(rt.Create(req), "run (refill the shelf)");
+      state.Save("never-grows-shelf", {{"key", key}, {"id", next}});
+    }
+    ::close(lock);
+    std::cout << ExecJson(a).dump() << "\n";
     return 0;
   }
   if (op == "create") {

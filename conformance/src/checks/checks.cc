@@ -117,6 +117,8 @@ void JudgeScenario(ScenarioRun& run, const TargetInfo& info) {
         v = PoolWalk(run, p);
       else if (c->kind == "fresh_vs_revert")
         v = FreshVsRevert(*task, p);
+      else if (c->kind == "pool_grows")
+        v = PoolGrows(*task, p);
       else if (c->kind == "foreign_refused")
         v = ForeignRefused(*task);
       else

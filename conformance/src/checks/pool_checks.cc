@@ -1,3 +1,5 @@
+// kind pool_grows (POOL-6, at the end of this file): bursts of pooled runs, each sandbox's PID 1
+// age against the harness's call.
 // kind pool_walk (POOL-1..5, POOL-7, LC-2, LC-9, LC-10): the pool scenario's walk of sandboxes
 // (run/pool_walk.h), judged by what each step's probe saw inside its own sandbox — canaries of
 // earlier steps, their environment, and the instance it ran in — never by what the target says
@@ -284,6 +286,123 @@ Verdict PoolWalk(const ScenarioRun& run, const json& p) {
             ev};
   }
   return {Outcome::kError, "pool_walk: unknown rule " + Quoted(rule), ev};
+}
+
+}  // namespace sandcheck::eval
+
+namespace sandcheck::eval {
+
+// kind pool_grows (POOL-6): bursts of `size` pooled runs, the target settled and the bursts'
+// pause_s passed before each. A run's sandbox was warm when its PID 1 had been running longer
+// than the whole call took by the harness's clock (sbx-probe --instance's init_age_s, a duration
+// by the sandbox's own kernel clock: no two machines' clocks are compared), less margin_s for
+// the clock tick PID 1's start is counted in: a sandbox made for the call has a PID 1 younger
+// than the call. A pool that follows demand serves more of a burst warm as the bursts go on (or
+// all of one); a pool of a fixed size serves the same number every time. Judged from the second
+// burst on: the first finds the pool as the runs before left it. A runtime that shows no warm
+// run at all is not judged (no pool, or a PID 1 per command: nothing to tell by).
+Verdict PoolGrows(TaskRecord& t, const nlohmann::json& p) {
+  const double margin = p["margin_s"];
+  json ev = {{"margin_s", margin}, {"bursts", json::array()}};
+  if (!t.bursts_note.empty()) return {Outcome::kSkip, t.bursts_note, ev};
+  if (t.bursts.size() < 3) {
+    return {Outcome::kError,
+            fmt::format("{} bursts ran, 3 are needed to see a pool follow demand", t.bursts.size()),
+            ev};
+  }
+  std::vector<int> warm, judged;
+  size_t unjudged = 0, total = 0, weak_runs = 0;
+  std::string first_unjudged;
+  for (size_t k = 0; k < t.bursts.size(); ++k) {
+    int w = 0, j = 0;
+    json runs = json::array();
+    for (const Step& s : t.bursts[k]) {
+      ++total;
+      std::optional<json> line =
+          s.error.empty() && s.answer.status == "ok" && s.answer.exit_code == 0
+              ? FirstJsonLine(s.answer.stdout_text)
+              : std::nullopt;
+      json id = line && line->contains("instance") ? (*line)["instance"] : json();
+      const json age = id.is_object() ? id.value("init_age_s", json()) : json();
+      // Only a kernel of its own (boot_id) or a mount namespace of its own says that PID 1 is
+      // this sandbox's: gVisor restored from a checkpoint shows its PID 1 from before it.
+      const bool weak = id.is_object() && !Strong(id);
+      if (weak) ++weak_runs;
+      if (!age.is_number() || weak) {
+        ++unjudged;
+        if (first_unjudged.empty()) {
+          first_unjudged =
+              fmt::format("burst {}: {}", k + 1,
+                          !s.error.empty()                                     ? s.error
+                          : s.answer.status != "ok" || s.answer.exit_code != 0 ? Told(s.answer)
+                          : weak ? "neither a boot_id nor a mount namespace of its own"
+                                 : "no PID 1 age in " + Quoted(s.answer.stdout_text));
+        }
+        runs.push_back({{"wall_seconds", s.wall_seconds}, {"init_age_s", nullptr}});
+        continue;
+      }
+      const bool was_warm = age.get<double>() - margin > s.wall_seconds;
+      ++j;
+      if (was_warm) ++w;
+      runs.push_back({{"wall_seconds", s.wall_seconds}, {"init_age_s", age}, {"warm", was_warm}});
+    }
+    warm.push_back(w);
+    judged.push_back(j);
+    ev["bursts"].push_back({{"warm", w}, {"judged", j}, {"runs", runs}});
+  }
+  std::string counts;
+  for (size_t k = 0; k < warm.size(); ++k)
+    counts += fmt::format("{}{}/{}", k ? ", " : "", warm[k], judged[k]);
+  ev["warm_per_burst"] = warm;
+  if (weak_runs == total) {
+    return {Outcome::kSkip,
+            "cannot tell a warm sandbox from a new one: no run showed a kernel (boot_id) or a "
+            "mount namespace of its own, only a boot time (gVisor's; sandboxes restored from one "
+            "checkpoint all show the checkpoint's)",
+            ev};
+  }
+  if (unjudged * 4 > total) {
+    return {
+        Outcome::kError,
+        fmt::format("{} of {} pooled runs showed no PID 1 age of their sandbox, too few to judge "
+                    "(first: {})",
+                    unjudged, total, first_unjudged),
+        ev};
+  }
+  if (std::all_of(warm.begin(), warm.end(), [](int w) { return w == 0; })) {
+    return {Outcome::kSkip,
+            fmt::format("no pooled run was served warm (warm/judged per burst: {}): the target "
+                        "shows no pool whose size could follow demand (or runs every command "
+                        "under a PID 1 of its own, which tells nothing of the sandbox's age)",
+                        counts),
+            ev};
+  }
+  const size_t asked = t.bursts[0].size();
+  for (size_t k = 1; k < warm.size(); ++k) {
+    if (static_cast<size_t>(warm[k]) == asked) {
+      return {Outcome::kPass,
+              fmt::format("bursts of {} pooled runs at once; burst {} found all {} warm "
+                          "(warm/judged per burst: {}): the pool held what demand asked",
+                          asked, k + 1, asked, counts),
+              ev};
+    }
+  }
+  const int second = warm[1];
+  const int later = *std::max_element(warm.begin() + 2, warm.end());
+  if (later > second) {
+    return {Outcome::kPass,
+            fmt::format("bursts of {} pooled runs at once, the target settled before each: {} of "
+                        "the second burst warm, up to {} of a later one (warm/judged per burst: "
+                        "{}): the pool grew with demand",
+                        asked, second, later, counts),
+            ev};
+  }
+  return {Outcome::kFail,
+          fmt::format("bursts of {} pooled runs at once, the target settled before each: {} of the "
+                      "second burst warm and never more in the {} after it (warm/judged per "
+                      "burst: {}): the pool did not grow with demand",
+                      asked, second, warm.size() - 2, counts),
+          ev};
 }
 
 }  // namespace sandcheck::eval

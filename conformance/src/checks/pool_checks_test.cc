@@ -36,7 +36,10 @@ class PoolWalkTest : public ::testing::Test {
     run_.scenario = &scenario_;
     run_.harness = {{"token", "tok"}};
     TaskRecord rec;
-    rec.spec = &scenario_.tasks[0];
+    for (const auto& t : scenario_.tasks) {
+      if (t.walk) rec.spec = &t;
+    }
+    ASSERT_NE(rec.spec, nullptr) << "the pool scenario has no walk task";
     rec.ran = true;
     rec.walk_seed = "seed";
     rec.walk_host_identity = json{{"boot_id", "host"}, {"mnt", 1},        {"pid", 2},
@@ -284,6 +287,100 @@ TEST_F(FreshTest, SlowerThanTheBoundFailsAndNothingPlantedCannotPass) {
   auto [outcome, reason] = Judge();
   EXPECT_EQ(outcome, "fail");
   EXPECT_NE(reason.find("nothing was planted"), std::string::npos) << reason;
+}
+
+// kind pool_grows (POOL-6): bursts of pooled runs, each run warm when its sandbox's PID 1
+// started before the harness's call.
+class GrowsTest : public PoolTaskTest {
+ protected:
+  GrowsTest() : PoolTaskTest("grows", {}) {}
+  // One burst per entry: `size` runs of 0.02 s each, the first `warm` of them in a sandbox whose
+  // PID 1 had run 0.35 s when the probe looked, the others 0.01 s.
+  void Bursts(const std::vector<int>& warm, int size = 6) {
+    TaskRecord& t = Task();
+    t.task = Exec("{}\n");
+    for (size_t k = 0; k < warm.size(); ++k) {
+      std::vector<Step> burst;
+      for (int i = 0; i < size; ++i) {
+        const double age = i < warm[k] ? 0.35 : 0.01;
+        burst.push_back(Exec(fmt::format("{{\"instance\":{{\"boot_id\":\"b\",\"mnt\":{},"
+                                         "\"init_age_s\":{}}}}}\n",
+                                         k * 100 + static_cast<size_t>(i), age),
+                             0.02));
+      }
+      t.bursts.push_back(burst);
+    }
+  }
+  std::pair<std::string, std::string> Judge() { return JudgeCheck("pool/size-adapts"); }
+};
+
+TEST_F(GrowsTest, APoolThatFollowsDemandPasses) {
+  Bursts({1, 2, 3, 3, 4});
+  auto [outcome, reason] = Judge();
+  EXPECT_EQ(outcome, "pass") << reason;
+  EXPECT_NE(reason.find("2 of the second burst warm, up to 4 of a later one"), std::string::npos)
+      << reason;
+  EXPECT_NE(reason.find("1/6, 2/6, 3/6, 3/6, 4/6"), std::string::npos) << reason;
+}
+
+TEST_F(GrowsTest, APoolThatServesAWholeBurstPasses) {
+  Bursts({6, 6, 6, 6, 6});
+  EXPECT_EQ(Judge().first, "pass");
+}
+
+TEST_F(GrowsTest, AFixedPoolFailsWhateverItsSize) {
+  Bursts({0, 1, 1, 1, 1});  // a shelf of one, made on first use
+  auto [outcome, reason] = Judge();
+  EXPECT_EQ(outcome, "fail") << reason;
+  EXPECT_NE(reason.find("1 of the second burst warm and never more"), std::string::npos) << reason;
+  Task().bursts.clear();
+  Bursts({3, 3, 3, 2, 3});  // three, from the start
+  EXPECT_EQ(Judge().first, "fail");
+}
+
+TEST_F(GrowsTest, NoWarmRunIsASkipAndNoPooledRunsIsASkipWithTheReason) {
+  Bursts({0, 0, 0, 0, 0});
+  auto [outcome, reason] = Judge();
+  EXPECT_EQ(outcome, "skip");
+  EXPECT_NE(reason.find("no pooled run was served warm"), std::string::npos) << reason;
+  Task().bursts.clear();
+  Task().bursts_note = "no pooled one-shot runs: UNSUPPORTED: exit 64";
+  std::tie(outcome, reason) = Judge();
+  EXPECT_EQ(outcome, "skip");
+  EXPECT_NE(reason.find("exit 64"), std::string::npos) << reason;
+}
+
+TEST_F(GrowsTest, OnlyABootTimeIsASkip) {
+  // gVisor's sandboxes show neither a boot_id nor a mount namespace; restored from one
+  // checkpoint they all show its boot time, so every run would look warm.
+  Bursts({6, 6, 6, 6, 6});
+  for (auto& burst : Task().bursts) {
+    for (auto& run : burst)
+      run.answer.stdout_text = "{\"instance\":{\"init_age_s\":5,\"booted_unix\":500.0}}\n";
+  }
+  auto [outcome, reason] = Judge();
+  EXPECT_EQ(outcome, "skip") << reason;
+  EXPECT_NE(reason.find("cannot tell a warm sandbox from a new one"), std::string::npos) << reason;
+}
+
+TEST_F(GrowsTest, RunsWithoutAPid1AgeCannotPass) {
+  Bursts({1, 2, 3, 4, 5});
+  for (auto& burst : Task().bursts) {
+    for (size_t i = 0; i < 3; ++i) burst[i].answer.stdout_text = "{\"instance\":{}}\n";
+  }
+  auto [outcome, reason] = Judge();
+  EXPECT_EQ(outcome, "error") << reason;
+  EXPECT_NE(reason.find("15 of 30 pooled runs showed no PID 1 age"), std::string::npos) << reason;
+  Task().bursts.clear();
+  Bursts({1, 2, 3, 4, 5});
+  // A PID 1 older than a slow call only by less than the call took is not warm.
+  for (auto& burst : Task().bursts) {
+    for (auto& run : burst) run.wall_seconds = 0.5;
+  }
+  EXPECT_EQ(Judge().first, "skip");
+  Task().bursts.clear();
+  Bursts({1, 2});
+  EXPECT_EQ(Judge().first, "error");
 }
 
 }  // namespace

@@ -95,6 +95,11 @@ struct TaskRecord {
     std::optional<Step> plant_fresh, destroy, create, check_fresh;
   };
   std::vector<FreshRound> fresh;
+  // TaskSpec::bursts: per burst, its one-shot runs (phase burst-run, each timed from the call
+  // by the harness's clock); `bursts_note` says why there are none or fewer than asked (the
+  // target offers no pooled runs, or no handle per caller).
+  std::vector<std::vector<Step>> bursts;
+  std::string bursts_note;
   // TaskSpec::foreign: the owner's canary, then per call by another caller (phase
   // foreign-OP) what it was answered and the owner's look after it (phase owner-look).
   struct ForeignCall {

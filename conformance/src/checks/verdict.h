@@ -54,6 +54,8 @@ Verdict RevertMeasured(ScenarioRun& run);
 Verdict FreshVsRevert(TaskRecord& t, const nlohmann::json& p);
 // kind pool_walk (pool_checks.cc): the walk's steps by `rule` (reset, context, tenants, untrusted).
 Verdict PoolWalk(const ScenarioRun& run, const nlohmann::json& p);
+// kind pool_grows (pool_checks.cc): POOL-6, the task's bursts of pooled runs.
+Verdict PoolGrows(TaskRecord& t, const nlohmann::json& p);
 
 // kind foreign_refused (tenant_checks.cc): PROD-1, the task's calls by other callers.
 Verdict ForeignRefused(TaskRecord& t);

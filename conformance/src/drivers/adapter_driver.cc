@@ -66,6 +66,20 @@ class AdapterDriver final : public Target {
     return a;
   }
 
+  // POOL-2, POOL-6 through an adapter (an optional op of v1): `run` takes the create object
+  // plus "cmd" and "timeout_s", runs the command once in a sandbox of the adapter's pool (or a
+  // new one) and answers as exec does. Exit 64: the adapter has no pooled runs (a skip).
+  sbx::StatusOr<ExecAnswer> RunPooled(const json& request, const std::string& cmd,
+                                      double timeout_s) override {
+    json in = request;
+    in["cmd"] = cmd;
+    in["timeout_s"] = timeout_s;
+    ASSIGN_OR_RETURN(json j, Call("run", in, timeout_s));
+    auto a = ParseExecAnswer(j);
+    if (!a.ok()) return Wrap("run", a.status());
+    return a;
+  }
+
   sbx::StatusOr<OpAnswer> Revert(const std::string& sandbox) override {
     return Op("revert", sandbox);
   }

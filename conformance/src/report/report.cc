@@ -46,6 +46,8 @@ json TaskJson(const TaskRecord& t) {
     }
   }
   if (t.foreign_plant) steps.push_back(StepJson(*t.foreign_plant));
+  for (const auto& burst : t.bursts)
+    for (const Step& s : burst) steps.push_back(StepJson(s));
   json walk = nullptr;
   if (t.spec->walk) {
     walk = {{"seed", t.walk_seed}, {"pooled_note", t.walk_pooled_note}, {"steps", json::array()}};

@@ -426,6 +426,7 @@ bool Runner::RunTask(ScenarioRun& run, TaskRecord& rec, size_t index) {
   if (options_.mirror) rec.beacon_mark = options_.mirror->LogCount();
   bool ok = RunTaskIn(run, rec, index, rec.own_sandbox, request);
   if (ok && t.fresh && !Interrupted()) ok = RunFresh(run, rec, rec.own_sandbox, request);
+  if (ok && t.bursts && !Interrupted()) ok = RunBursts(run, rec, request);
   if (ok && t.foreign && !Interrupted()) ok = RunForeign(run, rec, rec.own_sandbox);
   bool interrupted = Interrupted();
   if (interrupted) ClearPendingInterrupt();  // still destroy it; a second signal stops that

@@ -81,6 +81,9 @@ class Runner {
   // each round's destroy and create replace).
   bool RunFresh(ScenarioRun& run, TaskRecord& rec, std::string& sandbox,
                 const nlohmann::json& request);
+  // TaskSpec::bursts (pool_bursts.cc): bursts of one-shot runs of the task's command with
+  // `request`, each burst's runs at once from handles of their own (Target::ForThread).
+  bool RunBursts(ScenarioRun& run, TaskRecord& rec, const nlohmann::json& request);
   // TaskSpec::foreign (foreign_calls.cc): calls on `sandbox` by other callers, each followed by
   // the owner's look; clears `sandbox` when a call took it from its owner (after a last destroy).
   bool RunForeign(ScenarioRun& run, TaskRecord& rec, std::string& sandbox);

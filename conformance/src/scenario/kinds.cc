@@ -72,6 +72,10 @@ const std::vector<KindSpec>& CheckKinds() {
       // give a sandbox where nothing of the last use shows, and delete-and-create (with its first
       // request) takes at most max_fresh_seconds at the median; both timed by the harness.
       {"fresh_vs_revert", true, {{"max_fresh_seconds", VT::number_float, false, 30.0}}},
+      // POOL-6: the task's bursts (TaskSpec::Bursts): a run was warm when its sandbox's PID 1
+      // had run longer than the call took, less margin_s (a clock tick); the pool must serve more
+      // of a burst warm as the bursts go on, or all of one.
+      {"pool_grows", true, {{"margin_s", VT::number_float, false, 0.02}}},
       // PROD-1: the task's calls by other callers (TaskSpec::Foreign) refused, and nothing of
       // them in the owner's sandbox as the owner sees it after each.
       {"foreign_refused", true, {}},

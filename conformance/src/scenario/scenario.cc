@@ -605,6 +605,26 @@ sbx::StatusOr<Scenario> LoadScenario(std::string_view text, const std::string& o
       }
       t.fresh = f;
     }
+    if (const json* bu = tr.Object("bursts")) {
+      ObjectReader br(*bu, path + ".bursts");
+      TaskSpec::Bursts b;
+      b.count = static_cast<int>(br.Number("count", 5));
+      b.size = static_cast<int>(br.Number("size", 6));
+      b.pause_s = br.Number("pause_s", 0.3);
+      if (sbx::Status st = br.Finish(); !st.ok()) return wrap(st);
+      if (b.count < 3 || b.count > 20)
+        return wrap(sbx::InvalidArgument(path + ".bursts.count: 3..20"));
+      if (b.size < 2 || b.size > 32)
+        return wrap(sbx::InvalidArgument(path + ".bursts.size: 2..32"));
+      if (!(b.pause_s >= 0.1 && b.pause_s <= 10))
+        return wrap(sbx::InvalidArgument(path + ".bursts.pause_s: 0.1..10"));
+      if (!own_sandbox) {
+        return wrap(sbx::InvalidArgument(
+            path +
+            ".bursts: only for a task with a sandbox of its own (its request is the runs')"));
+      }
+      t.bursts = b;
+    }
     if (const json* fo = tr.Object("foreign")) {
       ObjectReader fr(*fo, path + ".foreign");
       TaskSpec::Foreign f;

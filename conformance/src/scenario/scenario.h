@@ -99,6 +99,18 @@ struct TaskSpec {
     int rounds = 3;
   };
   std::optional<Fresh> fresh;
+  // POOL-6: after the task's command, `count` bursts of `size` one-shot runs of the same command
+  // through the target's warm pool (Target::RunPooled), the runs of a burst at once, the target
+  // settled before each burst. The command prints sbx-probe --instance: a PID 1 that had run
+  // longer than the whole call took tells a warm sandbox from one made for the call. Judged by
+  // kind pool_grows.
+  struct Bursts {
+    int count = 5, size = 6;
+    // The quiet time between the target settling and the burst: a sandbox the refill made then
+    // has a PID 1 older than a quick call by at least this much.
+    double pause_s = 0.3;
+  };
+  std::optional<Bursts> bursts;
   // PROD-1: after the task's command, in the task's own sandbox (made by the scenario's tenant):
   // the harness plants a canary as the sandbox's owner, then calls exec, revert and destroy on
   // it as `caller` (another tenant the target serves) and as a caller with no credential at
