@@ -122,6 +122,24 @@ TEST(DnsMessageTest, MalformedAndNonQueriesAreDropped) {
   std::string loop =
       std::string("\x00\x01\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\xc0\x0c\x00\x01\x00\x01", 18);
   EXPECT_EQ(AnswerDnsQuery(loop, Allowed, kGw, false).verdict, DnsVerdict::kDrop);
+  // An authority record, or more than one additional record: dropped before ldns parses them
+  // (ldns_wire2pkt leaks every TSIG record but the last; fuzz/corpus's tsig_twice_leak).
+  std::string authority = q;
+  authority[9] = 1;
+  EXPECT_EQ(AnswerDnsQuery(authority, Allowed, kGw, false).verdict, DnsVerdict::kDrop);
+  const std::string tsig_twice(
+      "\x00\x07\x01\x00\x00\x01\x00\x00\x00\x00\x40\x01\x00\x00\x01\x00\x00\x00\x00\xfa\x00\x0a\x70"
+      "\x6b\x14\x00\x00\x00\x00\x00\xfa\x00\x0a\x70\x6b\x14\x00\x00\x00\x00\x00\x00\x00\x1c\x00"
+      "\x01",
+      46);
+  EXPECT_EQ(AnswerDnsQuery(tsig_twice, Allowed, kGw, false).verdict, DnsVerdict::kDrop);
+}
+
+TEST(DnsMessageTest, OneEdnsRecordIsStillAnswered) {
+  std::string q = Query(1, "pkg-mirror.demo-tools.svc.cluster.local", 1);
+  q[11] = 1;  // arcount 1: an OPT record (root owner, type 41, UDP size 1232, no options)
+  q += std::string("\x00\x00\x29\x04\xd0\x00\x00\x00\x00\x00\x00", 11);
+  EXPECT_EQ(AnswerDnsQuery(q, Allowed, kGw, false).verdict, DnsVerdict::kAnswer);
 }
 
 TEST(DnsMessageTest, EscapedBytesNeverMatch) {
