@@ -15,6 +15,7 @@ SBX_PACKAGES=(
   python3-pytest python3-jsonschema python3-kubernetes libxml2-utils chromium
   wabt wasi-libc libclang-rt-14-dev-wasm32
   qemu-system-x86 lz4
+  gdb
 )
 
 sbx_log() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }

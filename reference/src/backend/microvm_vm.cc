@@ -534,6 +534,8 @@ uint32_t ConfinedUid() {
 constexpr const char* kGuestMac = "52:54:00:12:34:56";
 // Saving or loading a whole VM (its RAM) to or from a file.
 constexpr std::chrono::milliseconds kStateFileTimeout{120000};
+// From QEMU's fork to its exec: a few milliseconds; 30 s is a child that is stuck.
+constexpr std::chrono::seconds kSpawnReportTimeout{30};
 
 class Spawner {
  public:
@@ -697,10 +699,29 @@ StatusOr<pid_t> SpawnQemu(const std::vector<std::string>& args, std::vector<int>
     close(errpipe[0]);
     return ErrnoStatus("fork for QEMU", fork_errno);
   }
-  // EOF at the exec (close-on-exec); a message if the child failed before it.
+  // EOF at the exec (close-on-exec); a message if the child failed before it. Bounded: a
+  // child that neither execs nor reports (stuck before its exec) is named, killed and reaped,
+  // and the start fails, instead of hanging the thread that asked (and a runtime's close that
+  // drains it) for ever.
   std::string msg;
   char buf[512];
+  const auto deadline = Clock::now() + kSpawnReportTimeout;
   for (;;) {
+    pollfd p{errpipe[0], POLLIN, 0};
+    int rc = poll(&p, 1, MsLeft(deadline));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc == 0) {
+      std::string where = Tail(fmt::format("/proc/{}/wchan", pid));
+      kill(pid, SIGKILL);
+      int st = 0;
+      while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+      }
+      close(errpipe[0]);
+      return Status(Code::kToolError,
+                    fmt::format("starting QEMU: the child {} neither started QEMU nor reported "
+                                "within {} s (it waited in '{}'); killed",
+                                pid, kSpawnReportTimeout.count(), where.empty() ? "?" : where));
+    }
     ssize_t r = read(errpipe[0], buf, sizeof buf);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
