@@ -18,11 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-// A step that ran cleanly: no harness error, status ok, exit 0.
-bool RanCleanly(const Step& s) {
-  return s.error.empty() && s.answer.status == "ok" && s.answer.exit_code == 0;
-}
-
 // The median wall time of the steps that ran cleanly (nullopt: none did).
 std::optional<double> MedianOkWall(const std::vector<Step>& steps) {
   std::vector<double> walls;

@@ -319,9 +319,7 @@ Verdict PoolGrows(TaskRecord& t, const nlohmann::json& p) {
     for (const Step& s : t.bursts[k]) {
       ++total;
       std::optional<json> line =
-          s.error.empty() && s.answer.status == "ok" && s.answer.exit_code == 0
-              ? FirstJsonLine(s.answer.stdout_text)
-              : std::nullopt;
+          RanCleanly(s) ? FirstJsonLine(s.answer.stdout_text) : std::nullopt;
       json id = line && line->contains("instance") ? (*line)["instance"] : json();
       const json age = id.is_object() ? id.value("init_age_s", json()) : json();
       // Only a kernel of its own (boot_id) or a mount namespace of its own says that PID 1 is
@@ -334,7 +332,7 @@ Verdict PoolGrows(TaskRecord& t, const nlohmann::json& p) {
           first_unjudged =
               fmt::format("burst {}: {}", k + 1,
                           !s.error.empty()                                     ? s.error
-                          : s.answer.status != "ok" || s.answer.exit_code != 0 ? Told(s.answer)
+                          : !RanCleanly(s) ? Told(s.answer)
                           : weak ? "neither a boot_id nor a mount namespace of its own"
                                  : "no PID 1 age in " + Quoted(s.answer.stdout_text));
         }
@@ -353,7 +351,6 @@ Verdict PoolGrows(TaskRecord& t, const nlohmann::json& p) {
   std::string counts;
   for (size_t k = 0; k < warm.size(); ++k)
     counts += fmt::format("{}{}/{}", k ? ", " : "", warm[k], judged[k]);
-  ev["warm_per_burst"] = warm;
   if (weak_runs == total) {
     return {Outcome::kSkip,
             "cannot tell a warm sandbox from a new one: no run showed a kernel (boot_id) or a "

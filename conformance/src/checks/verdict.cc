@@ -40,6 +40,10 @@ std::string Told(const ExecAnswer& a) {
 
 bool Ran(const ExecAnswer& a) { return a.status == "ok" || a.status == "timeout"; }
 
+bool RanCleanly(const Step& s) {
+  return s.error.empty() && s.answer.status == "ok" && s.answer.exit_code == 0;
+}
+
 json DecisionsFor(const json& log, const std::string& needle) {
   json out = json::array();
   if (!log.is_array()) return out;

@@ -26,6 +26,8 @@ std::string Trimmed(std::string s);
 std::string Told(const ExecAnswer& a);
 // The command ran (ok or timeout), as opposed to being refused or lost.
 bool Ran(const ExecAnswer& a);
+// A step that ran cleanly: no harness error, status ok, exit 0.
+bool RanCleanly(const Step& s);
 // The gateway decisions whose destination contains `needle`.
 nlohmann::json DecisionsFor(const nlohmann::json& log, const std::string& needle);
 // A number the target reported in the exec answer's usage object (its cgroup's figures), if any.
