@@ -590,6 +590,8 @@ class Spawner {
   uint64_t queued_ = 0, done_ = 0;
 };
 
+}  // namespace
+
 // Forks QEMU (on the spawner thread) with: 0 /dev/null, 1+2 `logfd`, src[i] at fd 3+i. Before the
 // exec the child joins `cgroup_procs`; a failure there or in the exec comes back through a
 // close-on-exec pipe as the child's own report, and the child is reaped.
@@ -600,9 +602,15 @@ class Spawner {
 // root's (unchanged) credentials and its PDEATHSIG, and when it dies (the runtime died, or
 // Destroy killed it) the kernel kills everything in its namespace: QEMU. It exits with QEMU's
 // status when QEMU ends. QEMU also sees no host process. The returned pid is the keeper's.
+//
+// SECURITY/robustness: the child is a copy of a multi-threaded process (and the keeper a raw
+// clone, which resets none of glibc's locks), so from the clone to the exec it must take no
+// lock another thread could have held at that instant: no malloc (a vector's push_back in the
+// child once hung it for ever in malloc's free_list_lock: the spawner thread's first malloc
+// sets up its tcache there), no stdio, no strerror (locale). Everything it touches is built
+// before the clone; it only reads and overwrites its own copy of that memory.
 StatusOr<pid_t> SpawnQemu(const std::vector<std::string>& args, std::vector<int> src, int logfd,
                           const std::vector<std::string>& cgroup_procs, bool keeper) {
-  // Everything the child touches is ready before the fork (async-signal-safe from there on).
   std::vector<std::string> a = args;
   std::vector<char*> argv;
   for (auto& x : a) argv.push_back(x.data());
@@ -615,6 +623,11 @@ StatusOr<pid_t> SpawnQemu(const std::vector<std::string>& args, std::vector<int>
     if (nullfd >= 0) close(nullfd);
     return ErrnoStatus("pipe2");
   }
+  // The descriptors to place at 3.. and, last, the error pipe's write end: one array, made now.
+  std::vector<int> fds = std::move(src);
+  fds.push_back(errpipe[1]);
+  int* const fdv = fds.data();
+  const int nfds = static_cast<int>(fds.size());
   pid_t parent = getpid();
   pid_t pid = -1;
   int fork_errno = 0;
@@ -628,13 +641,12 @@ StatusOr<pid_t> SpawnQemu(const std::vector<std::string>& args, std::vector<int>
       return;
     }
     // Child.
+    // The errno (4 bytes), then "what path": the parent words the errno (strerror here would
+    // look up the locale's translation, under a lock).
     auto report = [&](const char* what, const char* path, int err) {
-      char msg[512];
-      int n = snprintf(msg, sizeof msg, "%s %s: %s", what, path, strerror(err));
-      if (n > 0) {
-        ssize_t w = write(errpipe[1], msg, static_cast<size_t>(std::min(n, static_cast<int>(sizeof msg) - 1)));
-        (void)w;
-      }
+      ssize_t w = write(errpipe[1], &err, sizeof err);
+      for (const char* part : {what, " ", path}) w = write(errpipe[1], part, strlen(part));
+      (void)w;
       _exit(127);
     };
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -648,22 +660,20 @@ StatusOr<pid_t> SpawnQemu(const std::vector<std::string>& args, std::vector<int>
       close(fd);
     }
     // Move everything above the target range first, so that dup2 never clobbers a source.
-    src.push_back(errpipe[1]);
-    for (auto& f : src) {
-      int moved = fcntl(f, F_DUPFD_CLOEXEC, 100);
+    for (int i = 0; i < nfds; i++) {
+      int moved = fcntl(fdv[i], F_DUPFD_CLOEXEC, 100);
       if (moved < 0) _exit(126);
-      f = moved;
+      fdv[i] = moved;
     }
-    errpipe[1] = src.back();
-    src.pop_back();
+    errpipe[1] = fdv[nfds - 1];
+    const int n = nfds - 1;
     if (nullfd >= 0) dup2(nullfd, 0);
     if (logfd >= 0) {
       dup2(logfd, 1);
       dup2(logfd, 2);
     }
-    int n = static_cast<int>(src.size());
     for (int i = 0; i < n; i++)
-      if (dup2(src[static_cast<size_t>(i)], 3 + i) < 0) _exit(126);  // dup2 clears close-on-exec
+      if (dup2(fdv[i], 3 + i) < 0) _exit(126);  // dup2 clears close-on-exec
     if (dup3(errpipe[1], 3 + n, O_CLOEXEC) < 0) _exit(126);
     errpipe[1] = 3 + n;
     closefrom(4 + n);
@@ -732,12 +742,15 @@ StatusOr<pid_t> SpawnQemu(const std::vector<std::string>& args, std::vector<int>
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    int err = 0;
+    if (msg.size() >= sizeof err) {
+      std::memcpy(&err, msg.data(), sizeof err);
+      msg = msg.substr(sizeof err) + ": " + strerror(err);
+    }
     return Status(Code::kToolError, "starting QEMU: " + msg);
   }
   return pid;
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // QemuVm
