@@ -3,16 +3,17 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sched.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -25,12 +26,11 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
+#include "backend/microvm_spawn.h"
 #include "host/image.h"
 
 namespace sbx::microvm {
@@ -519,9 +519,7 @@ class AgentChannel {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The spawner: one long-lived thread forks every QEMU. PR_SET_PDEATHSIG fires when the *thread*
-// that forked the child exits; backend work runs on worker threads that come and go, so forking
-// from them would kill QEMUs at random. This thread never exits, so a QEMU dies with the process.
+// What the VM needs besides the spawner (microvm_spawn.cc).
 namespace {
 // The uid a confined QEMU runs as: one per VM of this process (4096 per process, cycling),
 // in a range no account uses (2,000,000,000 .. 4,048,000,000).
@@ -534,223 +532,8 @@ uint32_t ConfinedUid() {
 constexpr const char* kGuestMac = "52:54:00:12:34:56";
 // Saving or loading a whole VM (its RAM) to or from a file.
 constexpr std::chrono::milliseconds kStateFileTimeout{120000};
-// From QEMU's fork to its exec: a few milliseconds; 30 s is a child that is stuck.
-constexpr std::chrono::seconds kSpawnReportTimeout{30};
-
-class Spawner {
- public:
-  // Runs `fn` on the spawner thread and waits for it.
-  static void Run(const std::function<void()>& fn) {
-    Spawner* s = Get();
-    std::unique_lock<std::mutex> lk(s->mu_);
-    uint64_t ticket = ++s->queued_;
-    s->jobs_.push_back(&fn);
-    s->cv_.notify_all();
-    s->cv_.wait(lk, [&] { return s->done_ >= ticket; });
-  }
-
- private:
-  static Spawner* Get() {
-    std::lock_guard<std::mutex> lk(GlobalMu());
-    if (!instance_) {
-      static bool registered = [] {
-        // A forked child of this process (a test's fork) has no spawner thread: it makes its own.
-        pthread_atfork(nullptr, nullptr, [] { instance_ = nullptr; new (&GlobalMu()) std::mutex(); });
-        return true;
-      }();
-      (void)registered;
-      instance_ = new Spawner();  // never deleted: the thread outlives static destruction
-      std::thread([s = instance_] { s->Loop(); }).detach();
-    }
-    return instance_;
-  }
-  static std::mutex& GlobalMu() {
-    static std::mutex* mu = new std::mutex();
-    return *mu;
-  }
-  void Loop() {
-    pthread_setname_np(pthread_self(), "qemu-spawner");
-    std::unique_lock<std::mutex> lk(mu_);
-    for (;;) {
-      cv_.wait(lk, [&] { return !jobs_.empty(); });
-      const std::function<void()>* fn = jobs_.front();
-      jobs_.pop_front();
-      lk.unlock();
-      (*fn)();
-      lk.lock();
-      done_++;
-      cv_.notify_all();
-    }
-  }
-
-  static inline Spawner* instance_ = nullptr;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<const std::function<void()>*> jobs_;
-  uint64_t queued_ = 0, done_ = 0;
-};
 
 }  // namespace
-
-// Forks QEMU (on the spawner thread) with: 0 /dev/null, 1+2 `logfd`, src[i] at fd 3+i. Before the
-// exec the child joins `cgroup_procs`; a failure there or in the exec comes back through a
-// close-on-exec pipe as the child's own report, and the child is reaped.
-//
-// `keeper`: the child is the init of a new PID namespace (clone(CLONE_NEWPID)) and QEMU its only
-// child. A confined QEMU changes its uid (-runas), and the kernel clears PR_SET_PDEATHSIG at
-// any change of the effective uid, so QEMU itself would survive the runtime; the keeper keeps
-// root's (unchanged) credentials and its PDEATHSIG, and when it dies (the runtime died, or
-// Destroy killed it) the kernel kills everything in its namespace: QEMU. It exits with QEMU's
-// status when QEMU ends. QEMU also sees no host process. The returned pid is the keeper's.
-//
-// SECURITY/robustness: the child is a copy of a multi-threaded process (and the keeper a raw
-// clone, which resets none of glibc's locks), so from the clone to the exec it must take no
-// lock another thread could have held at that instant: no malloc (a vector's push_back in the
-// child once hung it for ever in malloc's free_list_lock: the spawner thread's first malloc
-// sets up its tcache there), no stdio, no strerror (locale). Everything it touches is built
-// before the clone; it only reads and overwrites its own copy of that memory.
-StatusOr<pid_t> SpawnQemu(const std::vector<std::string>& args, std::vector<int> src, int logfd,
-                          const std::vector<std::string>& cgroup_procs, bool keeper) {
-  std::vector<std::string> a = args;
-  std::vector<char*> argv;
-  for (auto& x : a) argv.push_back(x.data());
-  argv.push_back(nullptr);
-  std::vector<const char*> procs;
-  for (const auto& p : cgroup_procs) procs.push_back(p.c_str());
-  int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  int errpipe[2];
-  if (pipe2(errpipe, O_CLOEXEC) < 0) {
-    if (nullfd >= 0) close(nullfd);
-    return ErrnoStatus("pipe2");
-  }
-  // The descriptors to place at 3.. and, last, the error pipe's write end: one array, made now.
-  std::vector<int> fds = std::move(src);
-  fds.push_back(errpipe[1]);
-  int* const fdv = fds.data();
-  const int nfds = static_cast<int>(fds.size());
-  pid_t parent = getpid();
-  pid_t pid = -1;
-  int fork_errno = 0;
-  Spawner::Run([&] {
-    // A raw clone without a new stack is a fork (into a new PID namespace for the keeper).
-    pid = keeper ? static_cast<pid_t>(syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, nullptr, nullptr,
-                                              nullptr, nullptr))
-                 : fork();
-    if (pid != 0) {
-      fork_errno = errno;
-      return;
-    }
-    // Child.
-    // The errno (4 bytes), then "what path": the parent words the errno (strerror here would
-    // look up the locale's translation, under a lock).
-    auto report = [&](const char* what, const char* path, int err) {
-      ssize_t w = write(errpipe[1], &err, sizeof err);
-      for (const char* part : {what, " ", path}) w = write(errpipe[1], part, strlen(part));
-      (void)w;
-      _exit(127);
-    };
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    // getppid() is 0 in a new PID namespace (the parent is outside it): the check is only
-    // meaningful for a plain fork.
-    if (!keeper && getppid() != parent) _exit(126);
-    for (const char* p : procs) {
-      int fd = open(p, O_WRONLY | O_CLOEXEC);
-      if (fd < 0) report("joining cgroup: open", p, errno);
-      if (write(fd, "0", 1) != 1) report("joining cgroup: write 0 to", p, errno);
-      close(fd);
-    }
-    // Move everything above the target range first, so that dup2 never clobbers a source.
-    for (int i = 0; i < nfds; i++) {
-      int moved = fcntl(fdv[i], F_DUPFD_CLOEXEC, 100);
-      if (moved < 0) _exit(126);
-      fdv[i] = moved;
-    }
-    errpipe[1] = fdv[nfds - 1];
-    const int n = nfds - 1;
-    if (nullfd >= 0) dup2(nullfd, 0);
-    if (logfd >= 0) {
-      dup2(logfd, 1);
-      dup2(logfd, 2);
-    }
-    for (int i = 0; i < n; i++)
-      if (dup2(fdv[i], 3 + i) < 0) _exit(126);  // dup2 clears close-on-exec
-    if (dup3(errpipe[1], 3 + n, O_CLOEXEC) < 0) _exit(126);
-    errpipe[1] = 3 + n;
-    closefrom(4 + n);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (keeper) {
-      // A raw clone, not fork(): this process is a raw clone of a multithreaded one, so glibc's
-      // fork machinery (its atfork handlers, which take locks another thread may have held at
-      // the clone) must not run here: it deadlocked once in a test.
-      pid_t q = static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
-      if (q < 0) report("fork", "QEMU", errno);
-      if (q > 0) {
-        // The keeper: holds nothing of QEMU's (its copies of the sockets, taps and the error
-        // pipe go, so the host sees EOF when QEMU goes), reaps, and ends with QEMU's status.
-        for (int fd = 0; fd < 4 + n; fd++) close(fd);
-        int st = 0;
-        for (;;) {
-          pid_t w = waitpid(-1, &st, 0);
-          if (w == q) break;
-          if (w < 0 && errno != EINTR) _exit(125);
-        }
-        if (WIFEXITED(st)) _exit(WEXITSTATUS(st));
-        _exit(128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0));
-      }
-    }
-    execvp(argv[0], argv.data());
-    report("exec", argv[0], errno);
-  });
-  close(errpipe[1]);
-  if (nullfd >= 0) close(nullfd);
-  if (pid < 0) {
-    close(errpipe[0]);
-    return ErrnoStatus("fork for QEMU", fork_errno);
-  }
-  // EOF at the exec (close-on-exec); a message if the child failed before it. Bounded: a
-  // child that neither execs nor reports (stuck before its exec) is named, killed and reaped,
-  // and the start fails, instead of hanging the thread that asked (and a runtime's close that
-  // drains it) for ever.
-  std::string msg;
-  char buf[512];
-  const auto deadline = Clock::now() + kSpawnReportTimeout;
-  for (;;) {
-    pollfd p{errpipe[0], POLLIN, 0};
-    int rc = poll(&p, 1, MsLeft(deadline));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc == 0) {
-      std::string where = Tail(fmt::format("/proc/{}/wchan", pid));
-      kill(pid, SIGKILL);
-      int st = 0;
-      while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-      }
-      close(errpipe[0]);
-      return Status(Code::kToolError,
-                    fmt::format("starting QEMU: the child {} neither started QEMU nor reported "
-                                "within {} s (it waited in '{}'); killed",
-                                pid, kSpawnReportTimeout.count(), where.empty() ? "?" : where));
-    }
-    ssize_t r = read(errpipe[0], buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    msg.append(buf, static_cast<size_t>(r));
-  }
-  close(errpipe[0]);
-  if (!msg.empty()) {
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    int err = 0;
-    if (msg.size() >= sizeof err) {
-      std::memcpy(&err, msg.data(), sizeof err);
-      msg = msg.substr(sizeof err) + ": " + strerror(err);
-    }
-    return Status(Code::kToolError, "starting QEMU: " + msg);
-  }
-  return pid;
-}
 
 // ---------------------------------------------------------------------------------------------
 // QemuVm

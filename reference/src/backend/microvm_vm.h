@@ -359,13 +359,4 @@ class Vm : public QemuVm {
   bool restored_ = false;
 };
 
-// Starts QEMU (or any program: `args`) from the one spawner thread: 0 /dev/null, 1 and 2
-// `logfd`, src[i] at 3+i; before the exec the child joins the cgroups whose cgroup.procs files
-// are given. `keeper`: the child is the init of a new PID namespace and the program its only
-// child (the keeper's pid is returned; it ends with the program's status). A failure before
-// the exec comes back as an error, a child that neither execs nor reports within 30 s is
-// killed. Used by QemuVm; declared here for its stress test (microvm_vm_itest.cc).
-StatusOr<pid_t> SpawnQemu(const std::vector<std::string>& args, std::vector<int> src, int logfd,
-                          const std::vector<std::string>& cgroup_procs, bool keeper);
-
 }  // namespace sbx::microvm

@@ -2,17 +2,16 @@
 // "sandbox" tool image appended as /sandbox), clones restored from it, commands through the guest
 // agent. Skips, saying why, when QEMU or an image is missing, unless SBX_MICROVM_MUST_WORK=1
 // (then those are failures).
-#include "backend/microvm_vm.h"
-
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <linux/if_tun.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -33,9 +32,9 @@
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "backend/microvm_cpio.h"
+#include "backend/microvm_spawn.h"
+#include "backend/microvm_vm.h"
 #include "host/cgroup.h"
 #include "host/image.h"
 #include "net/netns.h"
