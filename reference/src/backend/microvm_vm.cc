@@ -753,29 +753,29 @@ Status QemuVm::SaveState(const std::string& path) {
   // x-ignore-shared stays as the clone was started with it (on): a clone's RAM is private
   // (share=off), so it is not skipped, and the restoring QEMU has the capability on too (with
   // it, the stream carries each block's address, which both sides must agree to expect).
-  auto caps = qmp_->Command(
-      "migrate-set-capabilities",
-      {{"capabilities", json::array({{{"capability", "x-ignore-shared"}, {"state", true}},
-                                     {{"capability", "events"}, {"state", true}}})}},
-      deadline);
-  if (!caps.ok()) return caps.status().WithContext("saving the VM");
+  RETURN_IF_ERROR(SetMigrationCapabilities(deadline).WithContext("saving the VM"));
+  RETURN_IF_ERROR(MigrateToFile(path, deadline).WithContext("saving the VM"));
+  stages_.Add("save", MsSince(t0));
+  return Status::Ok();
+}
+
+Status QemuVm::SetMigrationCapabilities(Clock::time_point deadline) {
+  return qmp_
+      ->Command("migrate-set-capabilities",
+                {{"capabilities", json::array({{{"capability", "x-ignore-shared"}, {"state", true}},
+                                               {{"capability", "events"}, {"state", true}}})}},
+                deadline)
+      .status();
+}
+
+Status QemuVm::MigrateToFile(const std::string& path, Clock::time_point deadline) {
   int sfd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (sfd < 0) return ErrnoStatus("creating " + path);
   auto getfd = qmp_->Command("getfd", {{"fdname", "state"}}, deadline, sfd);
   close(sfd);
-  if (!getfd.ok()) return getfd.status().WithContext("saving the VM");
-  auto mig = qmp_->Command("migrate", {{"uri", "fd:state"}}, deadline);
-  if (!mig.ok()) return mig.status().WithContext("saving the VM");
-  auto done = qmp_->WaitEvent(
-      "MIGRATION",
-      [](const json& d) {
-        std::string s = d.value("status", "");
-        return s == "completed" || s == "failed" || s == "cancelled";
-      },
-      deadline);
-  if (!done.ok()) return Status(done.status().code(), "saving the VM: " + done.status().message() + Diagnostics());
-  std::string status = (*done)["data"].value("status", "");
-  if (status != "completed") return Status(Code::kToolError, "saving the VM: migration " + status + Diagnostics());
+  if (!getfd.ok()) return getfd.status();
+  RETURN_IF_ERROR(qmp_->Command("migrate", {{"uri", "fd:state"}}, deadline).status());
+  RETURN_IF_ERROR(WaitMigrationEnd(deadline));
   // The MIGRATION event comes before QEMU's own clean-up of the migration (which closes its
   // copy of the file and moves the run state from finish-migrate to postmigrate; CI saw the
   // state read in between). The save is done when that has happened; QEMU sends no event for
@@ -783,10 +783,23 @@ Status QemuVm::SaveState(const std::string& path) {
   for (;;) {
     ASSIGN_OR_RETURN(std::string rs, RunState());
     if (rs != "finish-migrate") break;
-    if (Clock::now() > deadline) return Status(Code::kToolError, "saving the VM: QEMU stayed in finish-migrate");
+    if (Clock::now() > deadline) return Status(Code::kToolError, "QEMU stayed in finish-migrate");
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  stages_.Add("save", MsSince(t0));
+  return Status::Ok();
+}
+
+Status QemuVm::WaitMigrationEnd(Clock::time_point deadline) {
+  auto done = qmp_->WaitEvent(
+      "MIGRATION",
+      [](const json& d) {
+        std::string s = d.value("status", "");
+        return s == "completed" || s == "failed" || s == "cancelled";
+      },
+      deadline);
+  if (!done.ok()) return Status(done.status().code(), done.status().message() + Diagnostics());
+  std::string status = (*done)["data"].value("status", "");
+  if (status != "completed") return Status(Code::kToolError, "migration " + status + Diagnostics());
   return Status::Ok();
 }
 
@@ -984,30 +997,8 @@ StatusOr<std::unique_ptr<Template>> Template::Boot(const VmConfig& cfg, const st
   auto t1 = Clock::now();
   auto deadline = Clock::now() + cfg.control_timeout;
   RETURN_IF_ERROR(golden->Stop().WithContext("golden VM"));
-  auto caps = golden->qmp_->Command(
-      "migrate-set-capabilities",
-      {{"capabilities", json::array({{{"capability", "x-ignore-shared"}, {"state", true}},
-                                     {{"capability", "events"}, {"state", true}}})}},
-      deadline);
-  if (!caps.ok()) return caps.status().WithContext("golden VM");
-  int sfd = open(t->state_path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (sfd < 0) return ErrnoStatus("creating " + t->state_path());
-  auto getfd = golden->qmp_->Command("getfd", {{"fdname", "state"}}, deadline, sfd);
-  close(sfd);
-  if (!getfd.ok()) return getfd.status().WithContext("golden VM");
-  auto mig = golden->qmp_->Command("migrate", {{"uri", "fd:state"}}, deadline);
-  if (!mig.ok()) return mig.status().WithContext("golden VM");
-  auto done = golden->qmp_->WaitEvent(
-      "MIGRATION",
-      [](const json& d) {
-        std::string s = d.value("status", "");
-        return s == "completed" || s == "failed" || s == "cancelled";
-      },
-      deadline);
-  if (!done.ok()) return done.status().WithContext("saving the golden VM");
-  std::string status = (*done)["data"].value("status", "");
-  if (status != "completed")
-    return Status(Code::kToolError, "saving the golden VM: migration " + status + golden->Diagnostics());
+  RETURN_IF_ERROR(golden->SetMigrationCapabilities(deadline).WithContext("golden VM"));
+  RETURN_IF_ERROR(golden->MigrateToFile(t->state_path(), deadline).WithContext("saving the golden VM"));
   t->stages_.Add("save", MsSince(t1));
   // The golden QEMU must never run again: the RAM file is now the clones' base.
   RETURN_IF_ERROR(golden->Destroy());
@@ -1071,12 +1062,7 @@ StatusOr<std::unique_ptr<Vm>> Vm::Prepare(const Template& t, const PrepareOption
   // Same machine as the golden VM, RAM mapped privately from its file, waiting for a state.
   Status st = vm->Start(cfg, dir, t.ram_path(), /*share_ram=*/false, {"-S", "-incoming", "defer"}, {}, popts);
   if (!st.ok()) return st.WithContext("starting a clone");
-  auto caps = vm->qmp_->Command(
-      "migrate-set-capabilities",
-      {{"capabilities", json::array({{{"capability", "x-ignore-shared"}, {"state", true}},
-                                     {{"capability", "events"}, {"state", true}}})}},
-      Clock::now() + cfg.control_timeout);
-  if (!caps.ok()) return caps.status().WithContext("clone");
+  RETURN_IF_ERROR(vm->SetMigrationCapabilities(Clock::now() + cfg.control_timeout).WithContext("clone"));
   vm->template_dir_ = t.dir();
   vm->stages_.Add("prepared", MsSince(t0));
   return vm;
@@ -1102,17 +1088,7 @@ Status Vm::LoadState(const std::string& path, Options opts, std::chrono::millise
   if (!inc.ok()) return inc.status().WithContext("clone");
   // `cont` only after the load completed: a cont during the load is overridden by the saved
   // run state (the golden VM was paused when saved) and the clone would stay paused.
-  auto done = qmp_->WaitEvent(
-      "MIGRATION",
-      [](const json& d) {
-        std::string s = d.value("status", "");
-        return s == "completed" || s == "failed" || s == "cancelled";
-      },
-      deadline);
-  if (!done.ok()) return Status(done.status().code(), "restoring the clone: " + done.status().message() + Diagnostics());
-  std::string status = (*done)["data"].value("status", "");
-  if (status != "completed")
-    return Status(Code::kToolError, "restoring the clone: migration " + status + Diagnostics());
+  RETURN_IF_ERROR(WaitMigrationEnd(deadline).WithContext("restoring the clone"));
   restored_ = true;
   stages_.Add("restore", MsSince(t0));
   RETURN_IF_ERROR(Resume().WithContext("clone"));

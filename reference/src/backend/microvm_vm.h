@@ -268,6 +268,15 @@ class QemuVm {
                                  std::chrono::milliseconds timeout);
   std::string Diagnostics() const;  // tails of qemu.log and console.log
 
+  // QEMU's migration stream to or from a file, the one sequence every save and load uses.
+  // Capabilities x-ignore-shared (RAM in a shared file is not in the stream; both sides must
+  // agree) and events (the MIGRATION event).
+  Status SetMigrationCapabilities(std::chrono::steady_clock::time_point deadline);
+  // The paused VM's state into `path`; returns when QEMU has finished with the file.
+  Status MigrateToFile(const std::string& path, std::chrono::steady_clock::time_point deadline);
+  // Waits for the MIGRATION event that ends a migration; an error unless it completed.
+  Status WaitMigrationEnd(std::chrono::steady_clock::time_point deadline);
+
   VmConfig cfg_;
   std::string dir_;
   pid_t pid_ = -1;
