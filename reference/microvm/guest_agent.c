@@ -57,41 +57,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/microvm_agent_protocol.h"
+
 #define AGENT_VERSION "sbx-guest-agent/2"
 #define SANDBOX_ROOT "/sandbox"
 #define SCRATCH "/scratch"       // the one tmpfs behind every writable place of the root
 #define PORT_NAME "sbx.agent"
 
 enum {
-  kVersion = 2,
-  kHeader = 16,
-  kMaxRequest = 1 << 20,  // host -> guest payload bound
   kMaxArgs = 4096,
   kDefaultOutputLimit = 1 << 20,
   kMaxOutputLimit = 4 << 20,
 };
-enum {
-  T_PING = 1, T_EXEC = 2, T_SET_CLOCK = 3, T_CONFIGURE = 4,
-  T_READY = 0x81, T_PONG = 0x82, T_EXEC_RESULT = 0x83, T_CLOCK_SET = 0x84, T_CONFIGURED = 0x85,
-  T_ERROR = 0xff,
-};
-// EXEC fields
-enum { F_ARGV = 1, F_SHELL = 2, F_ENV = 3, F_CWD = 4, F_TIMEOUT_MS = 5, F_MEM_LIMIT = 6,
-       F_STDIN = 7, F_OUTPUT_LIMIT = 8, F_ROOT = 9, F_UID = 10, F_GID = 11, F_PIDS_LIMIT = 12,
-       F_NOFILE = 13, F_TERM_GRACE_MS = 14 };
-// EXEC_RESULT fields
-enum { R_EXIT_CODE = 1, R_SIGNAL = 2, R_STDOUT = 3, R_STDERR = 4, R_STDOUT_TRUNC = 5,
-       R_STDERR_TRUNC = 6, R_CPU_USEC = 7, R_PEAK_MEM = 8, R_OOM = 9, R_TIMED_OUT = 10,
-       R_WALL_USEC = 11, R_START_ERROR = 12, R_DISK_FREE = 13, R_DISK_USED = 14 };
-// SET_CLOCK fields / CLOCK_SET fields
-enum { C_REALTIME_NS = 1, C_SEED = 2 };
-enum { C_GUEST_NS_BEFORE = 1, C_RESEEDED = 2 };
-// READY fields
-enum { Y_VERSION = 1, Y_KERNEL = 2, Y_CGROUP = 3, Y_HAS_ROOT = 4 };
-// CONFIGURE fields
-enum { G_ADDRESS = 1, G_PREFIX = 2, G_GATEWAY = 3, G_DISK_BYTES = 4, G_HOSTNAME = 5 };
-// ERROR fields
-enum { E_MESSAGE = 1 };
+// The protocol's numbers (types, tags, version, sizes): one list with the host's.
 
 static int g_port = -1;
 static int g_cgroup_v2;         // 1: cgroup2 at /sys/fs/cgroup; 0: v1 memory at .../memory; -1: none
@@ -194,15 +172,15 @@ static int write_all(int fd, const unsigned char* p, size_t n) {
 }
 
 static void send_frame(unsigned type, uint32_t id, struct buf* payload) {
-  unsigned char h[kHeader];
-  memcpy(h, "SBXV", 4);
+  unsigned char h[kHeaderSize];
+  memcpy(h, SBXV_MAGIC, 4);
   h[4] = kVersion;
   h[5] = (unsigned char)type;
   put_le(h + 6, 0, 2);
   put_le(h + 8, id, 4);
   size_t n = payload && !payload->failed ? payload->len : 0;
   put_le(h + 12, n, 4);
-  if (write_all(g_port, h, kHeader) < 0 || (n && write_all(g_port, payload->p, n) < 0))
+  if (write_all(g_port, h, kHeaderSize) < 0 || (n && write_all(g_port, payload->p, n) < 0))
     klog("sbx-agent: write to host failed: %s", strerror(errno));
 }
 
@@ -213,8 +191,8 @@ static void send_error(uint32_t id, const char* fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   struct buf b = {0};
-  field_str(&b, E_MESSAGE, msg);
-  send_frame(T_ERROR, id, &b);
+  field_str(&b, kMessage, msg);
+  send_frame(kError, id, &b);
   free(b.p);
 }
 
@@ -333,14 +311,14 @@ static int parse_exec(const struct fieldref* f, int nf, struct exec_req* r, char
   int have_u32[3] = {0, 0, 0};  // pids_limit, nofile, term_grace_ms
   for (int i = 0; i < nf; i++) {
     switch (f[i].tag) {
-      case F_ARGV:
-      case F_ENV: {
-        int* c = f[i].tag == F_ARGV ? &r->argc : &r->envc;
-        char** v = f[i].tag == F_ARGV ? r->argv : r->env;
-        if (*c == kMaxArgs) { snprintf(why, wn, "more than %d %s entries", kMaxArgs, f[i].tag == F_ARGV ? "argv" : "env"); return -1; }
+      case kArgv:
+      case kEnv: {
+        int* c = f[i].tag == kArgv ? &r->argc : &r->envc;
+        char** v = f[i].tag == kArgv ? r->argv : r->env;
+        if (*c == kMaxArgs) { snprintf(why, wn, "more than %d %s entries", kMaxArgs, f[i].tag == kArgv ? "argv" : "env"); return -1; }
         char* s = field_cstr(&f[i]);
-        if (!s) { snprintf(why, wn, "%s entry %d holds a NUL byte", f[i].tag == F_ARGV ? "argv" : "env", *c); return -1; }
-        if (f[i].tag == F_ENV && (!strchr(s, '=') || s[0] == '=')) {
+        if (!s) { snprintf(why, wn, "%s entry %d holds a NUL byte", f[i].tag == kArgv ? "argv" : "env", *c); return -1; }
+        if (f[i].tag == kEnv && (!strchr(s, '=') || s[0] == '=')) {
           snprintf(why, wn, "env entry %d is not NAME=VALUE", *c);
           free(s);
           return -1;
@@ -348,52 +326,52 @@ static int parse_exec(const struct fieldref* f, int nf, struct exec_req* r, char
         v[(*c)++] = s;
         break;
       }
-      case F_SHELL:
-      case F_CWD: {
-        char** dst = f[i].tag == F_SHELL ? &r->shell : &r->cwd;
-        if (*dst) { snprintf(why, wn, "%s given twice", f[i].tag == F_SHELL ? "shell" : "cwd"); return -1; }
+      case kShell:
+      case kCwd: {
+        char** dst = f[i].tag == kShell ? &r->shell : &r->cwd;
+        if (*dst) { snprintf(why, wn, "%s given twice", f[i].tag == kShell ? "shell" : "cwd"); return -1; }
         *dst = field_cstr(&f[i]);
-        if (!*dst) { snprintf(why, wn, "%s holds a NUL byte", f[i].tag == F_SHELL ? "shell" : "cwd"); return -1; }
+        if (!*dst) { snprintf(why, wn, "%s holds a NUL byte", f[i].tag == kShell ? "shell" : "cwd"); return -1; }
         break;
       }
-      case F_TIMEOUT_MS:
+      case kTimeoutMs:
         if (f[i].n != 4 || have_timeout++) { snprintf(why, wn, "timeout_ms: want one u32"); return -1; }
         r->timeout_ms = (uint32_t)get_le(f[i].d, 4);
         break;
-      case F_MEM_LIMIT:
+      case kMemLimit:
         if (f[i].n != 8 || have_mem++) { snprintf(why, wn, "memory_limit: want one u64"); return -1; }
         r->mem_limit = get_le(f[i].d, 8);
         break;
-      case F_STDIN:
+      case kStdin:
         if (have_in++) { snprintf(why, wn, "stdin given twice"); return -1; }
         r->in = f[i].d;
         r->in_len = f[i].n;
         break;
-      case F_OUTPUT_LIMIT:
+      case kOutputLimit:
         if (f[i].n != 4 || have_limit++) { snprintf(why, wn, "output_limit: want one u32"); return -1; }
         r->out_limit = (uint32_t)get_le(f[i].d, 4);
         if (r->out_limit > kMaxOutputLimit) { snprintf(why, wn, "output_limit over %d", kMaxOutputLimit); return -1; }
         break;
-      case F_ROOT:
+      case kRoot:
         if (r->root) { snprintf(why, wn, "root given twice"); return -1; }
         r->root = field_cstr(&f[i]);
         if (!r->root) { snprintf(why, wn, "root holds a NUL byte"); return -1; }
         if (r->root[0] != '/' || f[i].n > 200) { snprintf(why, wn, "root must be an absolute path of at most 200 bytes"); return -1; }
         break;
-      case F_UID:
-      case F_GID: {
-        int* have = f[i].tag == F_UID ? &r->have_uid : &r->have_gid;
-        const char* what = f[i].tag == F_UID ? "uid" : "gid";
+      case kUid:
+      case kGid: {
+        int* have = f[i].tag == kUid ? &r->have_uid : &r->have_gid;
+        const char* what = f[i].tag == kUid ? "uid" : "gid";
         if (f[i].n != 4 || (*have)++) { snprintf(why, wn, "%s: want one u32", what); return -1; }
         uint32_t v = (uint32_t)get_le(f[i].d, 4);
         if (v == UINT32_MAX) { snprintf(why, wn, "%s 4294967295 is not an id", what); return -1; }
-        *(f[i].tag == F_UID ? &r->uid : &r->gid) = v;
+        *(f[i].tag == kUid ? &r->uid : &r->gid) = v;
         break;
       }
-      case F_PIDS_LIMIT:
-      case F_NOFILE:
-      case F_TERM_GRACE_MS: {
-        int k = (int)f[i].tag - F_PIDS_LIMIT;
+      case kPidsLimit:
+      case kNofile:
+      case kTermGraceMs: {
+        int k = (int)f[i].tag - kPidsLimit;
         const char* what = k == 0 ? "pids_limit" : k == 1 ? "nofile" : "term_grace_ms";
         uint32_t* dst = k == 0 ? &r->pids_limit : k == 1 ? &r->nofile : &r->term_grace_ms;
         if (f[i].n != 4 || have_u32[k]++) { snprintf(why, wn, "%s: want one u32", what); return -1; }
@@ -568,17 +546,23 @@ static void drop_privileges(const struct child_ctx* c) {
     struct rlimit rl = {.rlim_cur = r->nofile, .rlim_max = r->nofile};
     if (setrlimit(RLIMIT_NOFILE, &rl) < 0) child_fail(c, S_NOFILE);
   }
+  // SECURITY: the bounding set first, while we still hold CAP_SETPCAP: after the uid change
+  // no exec can bring a capability back (file capabilities are capped by the bounding set).
   if (r->uid != 0)
     for (int cap = 0; cap < 64; cap++)
       if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
         if (errno == EINVAL) break;  // past the last capability
         child_fail(c, S_IDS);
       }
+  // SECURITY: groups, then gid, then uid (after setresuid we could no longer change the
+  // others); all three ids of each, so no saved id lets the command switch back. Any failure
+  // ends the child: a command never runs with more than it asked for.
   if (r->root || r->have_uid || r->have_gid) {
     if (setgroups(0, NULL) < 0 || setresgid(r->gid, r->gid, r->gid) < 0 ||
         setresuid(r->uid, r->uid, r->uid) < 0)
       child_fail(c, S_IDS);
   }
+  // SECURITY: no_new_privs: no setuid binary or file capability in the root gains anything.
   if ((r->root || r->uid != 0) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) child_fail(c, S_IDS);
 }
 
@@ -607,6 +591,11 @@ static void reaper(const struct child_ctx* c) {
   char proc[256];
   snprintf(proc, sizeof proc, "%s/proc", r->root);
   if (mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) child_fail(c, S_PROC);
+  // SECURITY: chroot, not pivot_root (the guest's root is an initramfs, which cannot be
+  // pivoted away). A chroot holds only against a process without CAP_SYS_CHROOT: the sandbox
+  // user (uid != 0) loses it in drop_privileges below. A command run as uid 0 keeps it and
+  // could leave the chroot for the rest of the guest; the VM, not the chroot, is the boundary
+  // then (docs/microvm.md).
   if (chroot(r->root) < 0 || chdir("/") < 0) child_fail(c, S_ROOT);
   drop_privileges(c);
   if (r->cwd && chdir(r->cwd) < 0) child_fail(c, S_CWD);
@@ -850,28 +839,28 @@ static void do_exec(uint32_t id, const struct fieldref* f, int nf) {
       case S_FORK: snprintf(msg, sizeof msg, "cannot fork the command in its namespace: %s", e); break;
       default: snprintf(msg, sizeof msg, "cannot start %s: %s", r.argv[0], e); break;
     }
-    field_str(&b, R_START_ERROR, msg);
+    field_str(&b, kStartError, msg);
   }
-  if (WIFEXITED(status)) field_u32(&b, R_EXIT_CODE, (uint32_t)WEXITSTATUS(status));
-  else if (WIFSIGNALED(status)) field_u32(&b, R_SIGNAL, (uint32_t)WTERMSIG(status));
-  field(&b, R_STDOUT, so.b.p, so.b.len);
-  field(&b, R_STDERR, se.b.p, se.b.len);
-  field_u8(&b, R_STDOUT_TRUNC, (unsigned)so.truncated);
-  field_u8(&b, R_STDERR_TRUNC, (unsigned)se.truncated);
-  field_u64(&b, R_CPU_USEC, cpu);
-  field_u64(&b, R_PEAK_MEM, peak);
-  field_u8(&b, R_OOM, ooms > 0);
-  field_u8(&b, R_TIMED_OUT, (unsigned)timed_out);
-  field_u64(&b, R_WALL_USEC, wall);
+  if (WIFEXITED(status)) field_u32(&b, kExitCode, (uint32_t)WEXITSTATUS(status));
+  else if (WIFSIGNALED(status)) field_u32(&b, kSignal, (uint32_t)WTERMSIG(status));
+  field(&b, kStdout, so.b.p, so.b.len);
+  field(&b, kStderr, se.b.p, se.b.len);
+  field_u8(&b, kStdoutTruncated, (unsigned)so.truncated);
+  field_u8(&b, kStderrTruncated, (unsigned)se.truncated);
+  field_u64(&b, kCpuUsec, cpu);
+  field_u64(&b, kPeakMemory, peak);
+  field_u8(&b, kOom, ooms > 0);
+  field_u8(&b, kTimedOut, (unsigned)timed_out);
+  field_u64(&b, kWallUsec, wall);
   struct statvfs sv;
   if (r.root && g_has_root && statvfs(SCRATCH, &sv) == 0) {
     // The root's scratch space after the command (the host reports a full one as the disk
     // quota's breach).
-    field_u64(&b, R_DISK_FREE, (uint64_t)sv.f_bavail * sv.f_frsize);
-    field_u64(&b, R_DISK_USED, (uint64_t)(sv.f_blocks - sv.f_bfree) * sv.f_frsize);
+    field_u64(&b, kDiskFree, (uint64_t)sv.f_bavail * sv.f_frsize);
+    field_u64(&b, kDiskUsed, (uint64_t)(sv.f_blocks - sv.f_bfree) * sv.f_frsize);
   }
   if (b.failed) send_error(id, "out of memory building the result");
-  else send_frame(T_EXEC_RESULT, id, &b);
+  else send_frame(kExecResult, id, &b);
   free(b.p);
   free(so.b.p);
   free(se.b.p);
@@ -884,10 +873,10 @@ static void do_set_clock(uint32_t id, const struct fieldref* f, int nf) {
   uint32_t seed_len = 0;
   int have_ns = 0;
   for (int i = 0; i < nf; i++) {
-    if (f[i].tag == C_REALTIME_NS && f[i].n == 8 && !have_ns) {
+    if (f[i].tag == kRealtimeNs && f[i].n == 8 && !have_ns) {
       ns = get_le(f[i].d, 8);
       have_ns = 1;
-    } else if (f[i].tag == C_SEED && !seed) {
+    } else if (f[i].tag == kSeed && !seed) {
       seed = f[i].d;
       seed_len = f[i].n;
     } else {
@@ -928,9 +917,9 @@ static void do_set_clock(uint32_t id, const struct fieldref* f, int nf) {
     reseeded = 1;
   }
   struct buf b = {0};
-  field_u64(&b, C_GUEST_NS_BEFORE, before);
-  field_u8(&b, C_RESEEDED, (unsigned)reseeded);
-  send_frame(T_CLOCK_SET, id, &b);
+  field_u64(&b, kGuestNsBefore, before);
+  field_u8(&b, kReseeded, (unsigned)reseeded);
+  send_frame(kClockSet, id, &b);
   free(b.p);
 }
 
@@ -1094,31 +1083,31 @@ static void do_configure(uint32_t id, const struct fieldref* f, int nf) {
   int have[6] = {0};
   for (int i = 0; i < nf; i++) {
     unsigned t = f[i].tag;
-    if (t < G_ADDRESS || t > G_HOSTNAME) {
+    if (t < kAddress || t > kHostname) {
       send_error(id, "bad configure request: unknown field %u", t);
       return;
     }
     if (have[t]++) { send_error(id, "bad configure request: field %u given twice", t); return; }
     switch (t) {
-      case G_ADDRESS:
-      case G_GATEWAY:
-        if (parse_ipv4(&f[i], t == G_ADDRESS ? &addr : &gw) < 0) {
+      case kAddress:
+      case kGateway:
+        if (parse_ipv4(&f[i], t == kAddress ? &addr : &gw) < 0) {
           send_error(id, "bad configure request: %s is not a dotted IPv4 address",
-                     t == G_ADDRESS ? "address" : "gateway");
+                     t == kAddress ? "address" : "gateway");
           return;
         }
         break;
-      case G_PREFIX:
+      case kPrefix:
         if (f[i].n != 4 || (prefix = (uint32_t)get_le(f[i].d, 4)) > 32) {
           send_error(id, "bad configure request: prefix: want one u32 of at most 32");
           return;
         }
         break;
-      case G_DISK_BYTES:
+      case kDiskBytes:
         if (f[i].n != 8) { send_error(id, "bad configure request: disk_bytes: want one u64"); return; }
         disk = get_le(f[i].d, 8);
         break;
-      case G_HOSTNAME:
+      case kHostname:
         if (f[i].n == 0 || f[i].n > 64 || memchr(f[i].d, 0, f[i].n)) {
           send_error(id, "bad configure request: hostname of 1..64 bytes without NUL wanted");
           return;
@@ -1128,13 +1117,13 @@ static void do_configure(uint32_t id, const struct fieldref* f, int nf) {
         break;
     }
   }
-  if ((have[G_PREFIX] || have[G_GATEWAY]) && !have[G_ADDRESS]) {
+  if ((have[kPrefix] || have[kGateway]) && !have[kAddress]) {
     send_error(id, "bad configure request: prefix or gateway without an address");
     return;
   }
   if (g_configured) { send_error(id, "configure: already configured"); return; }
   g_configured = 1;
-  if (have[G_ADDRESS]) {
+  if (have[kAddress]) {
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0) { send_error(id, "configure: socket: %s", strerror(errno)); return; }
     // The device appears when virtio_net probes it; it is there long before, but be patient.
@@ -1150,7 +1139,7 @@ static void do_configure(uint32_t id, const struct fieldref* f, int nf) {
              (step = "broadcast",
               set_addr(s, "eth0", SIOCSIFBRDADDR, prefix >= 31 ? 0 : (addr | ~mask)) == 0) &&
              (step = "up", set_up(s, "eth0") == 0);
-    if (ok && have[G_GATEWAY]) {
+    if (ok && have[kGateway]) {
       // A link-scope host route to the gateway (it need not be in the address's subnet), then
       // the default route through it.
       step = "route to the gateway";
@@ -1177,7 +1166,7 @@ static void do_configure(uint32_t id, const struct fieldref* f, int nf) {
     send_error(id, "configure: sethostname: %s", strerror(errno));
     return;
   }
-  send_frame(T_CONFIGURED, id, NULL);
+  send_frame(kConfigured, id, NULL);
 }
 
 static void handle(unsigned type, uint32_t id, const unsigned char* p, uint32_t n) {
@@ -1186,13 +1175,13 @@ static void handle(unsigned type, uint32_t id, const unsigned char* p, uint32_t 
   int nf = split_fields(p, n, f, (int)(sizeof f / sizeof f[0]), &why);
   if (nf < 0) { send_error(id, "bad payload: %s", why); return; }
   switch (type) {
-    case T_PING:
+    case kPing:
       if (nf) { send_error(id, "ping takes no fields"); return; }
-      send_frame(T_PONG, id, NULL);
+      send_frame(kPong, id, NULL);
       break;
-    case T_EXEC: do_exec(id, f, nf); break;
-    case T_SET_CLOCK: do_set_clock(id, f, nf); break;
-    case T_CONFIGURE: do_configure(id, f, nf); break;
+    case kExec: do_exec(id, f, nf); break;
+    case kSetClock: do_set_clock(id, f, nf); break;
+    case kConfigure: do_configure(id, f, nf); break;
     default: send_error(id, "unknown request type %u", type); break;
   }
 }
@@ -1202,28 +1191,28 @@ static unsigned char* g_in;
 static size_t g_in_len;
 
 static void serve(void) {
-  g_in = malloc(kMaxRequest + kHeader);
+  g_in = malloc(kMaxRequestPayload + kHeaderSize);
   if (!g_in) { klog("sbx-agent: out of memory"); return; }
   for (;;) {
     // Parse what we have.
     for (;;) {
-      if (g_in_len < kHeader) {
+      if (g_in_len < kHeaderSize) {
         // Keep only a possible start of the magic.
-        if (g_in_len && memcmp(g_in, "SBXV", g_in_len < 4 ? g_in_len : 4) != 0) goto garbage;
+        if (g_in_len && memcmp(g_in, SBXV_MAGIC, g_in_len < 4 ? g_in_len : 4) != 0) goto garbage;
         break;
       }
-      if (memcmp(g_in, "SBXV", 4) != 0) goto garbage;
+      if (memcmp(g_in, SBXV_MAGIC, 4) != 0) goto garbage;
       {
         unsigned ver = g_in[4], type = g_in[5];
         unsigned flags = (unsigned)get_le(g_in + 6, 2);
         uint32_t id = (uint32_t)get_le(g_in + 8, 4), len = (uint32_t)get_le(g_in + 12, 4);
         if (ver != kVersion) { send_error(id, "protocol version %u, this agent speaks %d", ver, kVersion); goto skip1; }
         if (flags) { send_error(id, "flags 0x%x set; none are defined", flags); goto skip1; }
-        if (len > kMaxRequest) { send_error(id, "payload of %u bytes, over the %d limit", len, kMaxRequest); goto skip1; }
-        if (g_in_len < kHeader + (size_t)len) break;
-        handle(type, id, g_in + kHeader, len);
-        memmove(g_in, g_in + kHeader + len, g_in_len - kHeader - len);
-        g_in_len -= kHeader + len;
+        if (len > kMaxRequestPayload) { send_error(id, "payload of %u bytes, over the %d limit", len, kMaxRequestPayload); goto skip1; }
+        if (g_in_len < kHeaderSize + (size_t)len) break;
+        handle(type, id, g_in + kHeaderSize, len);
+        memmove(g_in, g_in + kHeaderSize + len, g_in_len - kHeaderSize - len);
+        g_in_len -= kHeaderSize + len;
         continue;
       }
     garbage : {
@@ -1253,7 +1242,7 @@ static void serve(void) {
       nanosleep(&ts, NULL);
       continue;
     }
-    ssize_t r = read(g_port, g_in + g_in_len, kMaxRequest + kHeader - g_in_len);
+    ssize_t r = read(g_port, g_in + g_in_len, kMaxRequestPayload + kHeaderSize - g_in_len);
     if (r < 0) {
       if (errno != EINTR && errno != EAGAIN) {
         struct timespec ts = {0, 5000000};
@@ -1365,11 +1354,11 @@ int main(void) {
   struct utsname u;
   uname(&u);
   struct buf b = {0};
-  field_str(&b, Y_VERSION, AGENT_VERSION);
-  field_str(&b, Y_KERNEL, u.release);
-  field_str(&b, Y_CGROUP, g_cgroup_v2 > 0 ? "v2" : g_cgroup_v2 == 0 ? "v1" : "none");
-  field_u8(&b, Y_HAS_ROOT, (unsigned)g_has_root);
-  send_frame(T_READY, 0, &b);
+  field_str(&b, kAgentVersion, AGENT_VERSION);
+  field_str(&b, kKernel, u.release);
+  field_str(&b, kCgroup, g_cgroup_v2 > 0 ? "v2" : g_cgroup_v2 == 0 ? "v1" : "none");
+  field_u8(&b, kHasRoot, (unsigned)g_has_root);
+  send_frame(kReady, 0, &b);
   free(b.p);
   serve();
   for (;;) pause();

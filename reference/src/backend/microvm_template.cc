@@ -254,7 +254,7 @@ StatusOr<std::unique_ptr<Vm>> Vm::Clone(const Template& t, Options opts,
   return vm;
 }
 
-// ---- stubs (phase 2, being implemented) ----
+// A clone from a state file QemuVm::SaveState wrote (suspend and resume, SNAP-3).
 StatusOr<std::unique_ptr<Vm>> Vm::RestoreFromState(const Template& t, const std::string& path,
                                                    const PrepareOptions& popts) {
   auto t0 = Clock::now();

@@ -2,8 +2,11 @@
 // saved as a template, and copy-on-write clones restored from it, each driven through the guest
 // agent (reference/microvm/guest_agent.c) over a virtio-serial port.
 //
-// This is the first phase: it is not a Backend yet (backend.h); the backend will hold a Template
-// per guest image and make a Vm per sandbox (and per revert).
+// The backend (microvm_backend.cc) holds a Template per guest image and makes a Vm per sandbox
+// (and per revert). The layer's files: microvm_protocol.cc (the agent's wire protocol; its
+// numbers in microvm_agent_protocol.h, shared with the agent), microvm_channels.{h,cc} (QMP and
+// the agent's socket), microvm_spawn.{h,cc} (QEMU's start), microvm_vm.cc (QemuVm),
+// microvm_template.cc (Template and Vm).
 //
 // Ownership: every QEMU process has exactly one owner, the Template or Vm object that started it;
 // its destructor kills the process, reaps it and removes the state directory. Every QEMU is
@@ -23,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/microvm_agent_protocol.h"
 #include "sbx/status.h"
 
 namespace sbx::microvm {
@@ -30,39 +34,8 @@ namespace sbx::microvm {
 // ---- the agent protocol, version 2 (docs/microvm.md "Agent protocol") ----
 namespace proto {
 
-inline constexpr char kMagic[4] = {'S', 'B', 'X', 'V'};
-inline constexpr uint8_t kVersion = 2;
-inline constexpr size_t kHeaderSize = 16;
-inline constexpr uint32_t kMaxRequestPayload = 1u << 20;   // what the agent accepts
-inline constexpr uint32_t kMaxReplyPayload = 16u << 20;    // what the host accepts
-
-enum Type : uint8_t {
-  kPing = 1,
-  kExec = 2,
-  kSetClock = 3,
-  kConfigure = 4,
-  kReady = 0x81,
-  kPong = 0x82,
-  kExecResult = 0x83,
-  kClockSet = 0x84,
-  kConfigured = 0x85,
-  kError = 0xff,
-};
-// Field tags, per message type.
-enum ExecTag : uint16_t {
-  kArgv = 1, kShell, kEnv, kCwd, kTimeoutMs, kMemLimit, kStdin, kOutputLimit,
-  // v2
-  kRoot = 9, kUid = 10, kGid = 11, kPidsLimit = 12, kNofile = 13, kTermGraceMs = 14
-};
-enum ResultTag : uint16_t {
-  kExitCode = 1, kSignal, kStdout, kStderr, kStdoutTruncated, kStderrTruncated, kCpuUsec,
-  kPeakMemory, kOom, kTimedOut, kWallUsec, kStartError, kDiskFree, kDiskUsed
-};
-enum ClockTag : uint16_t { kRealtimeNs = 1, kSeed = 2 };
-enum ClockSetTag : uint16_t { kGuestNsBefore = 1, kReseeded = 2 };
-enum ReadyTag : uint16_t { kAgentVersion = 1, kKernel = 2, kCgroup = 3, kHasRoot = 4 };
-enum ConfigureTag : uint16_t { kAddress = 1, kPrefix = 2, kGateway = 3, kDiskBytes = 4, kHostname = 5 };
-enum ErrorTag : uint16_t { kMessage = 1 };
+// The numbers (magic, version, types, tags) are in microvm_agent_protocol.h, shared with the
+// guest agent.
 
 struct Field {
   uint16_t tag = 0;
