@@ -1,3 +1,5 @@
+// Over 600 lines on purpose: the verdict rules tested side by side, each with the fabricated
+// record that must fail it.
 // Verdicts on evidence, dependency rules, expectations and profiles, on fabricated records.
 #include "checks/checks.h"
 

@@ -1,3 +1,5 @@
+// Over 600 lines: the whole expectation vocabulary of scenarios.md, one judge per word, in one
+// place so that a word means one thing everywhere.
 // Kind `expect`: an exec answer judged against the expectation vocabulary of scenarios.md.
 #include <fmt/format.h>
 

@@ -1,3 +1,4 @@
+// Over 600 lines on purpose: every word of the expectation vocabulary, each shown to fail.
 // The `expect` kind (scenarios isolation, limits, failure, backends): loading its parameters
 // strictly, and judging fabricated evidence — every condition must be able to fail.
 #include <fmt/format.h>

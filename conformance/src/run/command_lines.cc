@@ -1,3 +1,6 @@
+// Over 600 lines: process plumbing, the floor containers, the local sandboxd and the rows in one
+// file. Issue 36 step 2 splits it (the loop, the floor containers, the daemon through drivers/,
+// the rendering in report/); until then the concerns are in that order below.
 #include "run/command_lines.h"
 
 #include <fcntl.h>

@@ -7,25 +7,15 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "sbx/model.h"
+#include "sbx/remote_worker.h"
 #include "sbx/status.h"
 
 namespace sbx {
-
-// BK-7: a sandboxd this runtime may place sandboxes on (the remote backend, docs/backends.md).
-struct RemoteWorker {
-  std::string name;                           // how info, logs and errors name it
-  std::string url;                            // unix:PATH, http://HOST:PORT or https://HOST:PORT
-  std::map<std::string, std::string> tokens;  // tenant -> that tenant's token on the worker
-  // https only (sbx/http_client.h TlsOptions): the worker's CA and/or its certificate's
-  // SHA-256 (at least one), and our certificate and key when the worker requires mutual TLS.
-  std::string ca_file, pin_sha256, client_cert_file, client_key_file;
-};
 
 struct RuntimeOptions {
   std::string state_dir = "/run/sandcheck";  // what this runtime owns (for the reaper)

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "client/error_map.h"
-#include "client/wire.h"
+#include "wire/error_map.h"
+#include "wire/wire.h"
 
 namespace sbx::api {
 

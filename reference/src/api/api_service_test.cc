@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "client/error_map.h"
 #include "api/fake_runtime.h"
-#include "client/wire.h"
+#include "wire/error_map.h"
+#include "wire/wire.h"
 
 namespace sbx::api {
 namespace {

@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "client/token.h"
 #include "sbx/status.h"
+#include "wire/token.h"
 
 namespace sbx::api {
 

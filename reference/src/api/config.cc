@@ -10,10 +10,10 @@
 #include <sstream>
 
 #include "api/listener.h"
-#include "client/token.h"
-#include "client/wire.h"
 #include "sbx/http_client.h"
 #include "select/selection.h"
+#include "wire/token.h"
+#include "wire/wire.h"
 
 namespace sbx::api {
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <thread>
 
-#include "client/error_map.h"
 #include "sbx/runtime.h"
+#include "wire/error_map.h"
 
 namespace sbx::api {
 

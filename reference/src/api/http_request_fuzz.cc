@@ -12,7 +12,7 @@
 
 #include "api/http_message.h"
 #include "sbx/http_client.h"
-#include "client/wire.h"
+#include "wire/wire.h"
 
 namespace {
 

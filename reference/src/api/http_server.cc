@@ -11,7 +11,7 @@
 #include <chrono>
 #include <exception>
 
-#include "client/error_map.h"
+#include "wire/error_map.h"
 
 namespace sbx::api {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "sbx/model.h"
-#include "sbx/runtime.h"
+#include "sbx/remote_worker.h"
 #include "sbx/status.h"
 
 namespace sbx::host {

@@ -7,10 +7,10 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "client/token.h"
-#include "client/error_map.h"
-#include "client/wire.h"
 #include "sbx/http_client.h"
+#include "wire/error_map.h"
+#include "wire/token.h"
+#include "wire/wire.h"
 
 namespace sbx::api {
 namespace {

@@ -20,10 +20,10 @@
 #include "net/gateway_nft.h"
 #include "net/gateway_shared.h"
 #include "net/netns.h"
+#include "net/netns_pool.h"
 #include "net/policy_index.h"
 #include "net/proxy.h"
 #include "net/rtnl.h"
-#include "net/sandbox_pool.h"
 #include "net/sock_util.h"
 
 namespace sbx::net {
@@ -109,13 +109,13 @@ class EgressServiceImpl : public EgressService {
         addresses_(std::make_shared<AddressAllocator>()) {
     dns_ = std::make_unique<DnsServer>(std::move(gw.dns_udp), std::move(gw.dns_tcp), shared_);
     proxy_ = std::make_unique<EgressProxy>(std::move(gw.proxy), std::move(proxy_netns), shared_);
-    PoolConfig pc;
+    NetnsPoolConfig pc;
     pc.gateway_netns_fd = gateway_netns_.get();
     pc.home_netns_fd = runtime_netns_.get();
     pc.gateway_addr = shared_->gateway_addr;
     pc.interface_prefix = kInterfacePrefix;
     pc.floor = pool_floor;
-    pool_ = std::make_unique<SandboxPool>(pc, std::move(gw.rtnl), addresses_);
+    pool_ = std::make_unique<NetnsPool>(pc, std::move(gw.rtnl), addresses_);
   }
 
   ~EgressServiceImpl() override {
@@ -174,7 +174,7 @@ class EgressServiceImpl : public EgressService {
   std::shared_ptr<AddressAllocator> addresses_;
   std::unique_ptr<DnsServer> dns_;
   std::unique_ptr<EgressProxy> proxy_;
-  std::unique_ptr<SandboxPool> pool_;
+  std::unique_ptr<NetnsPool> pool_;
   std::mutex attach_mu_;
 };
 

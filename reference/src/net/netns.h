@@ -15,7 +15,7 @@
 namespace sbx::net {
 
 // Moves the CALLING THREAD into a new, empty network namespace (only a down `lo`) and returns
-// an fd that holds it. Call only on a thread dedicated to this (see SandboxPool, Start).
+// an fd that holds it. Call only on a thread dedicated to this (see NetnsPool, Start).
 StatusOr<host::UniqueFd> UnshareNetnsOnThisThread();
 
 // An fd of the calling thread's current network namespace.

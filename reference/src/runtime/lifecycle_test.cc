@@ -1,5 +1,5 @@
 // The lifecycle's logic with a fake backend (a test double of the layer below; the real one is
-// exercised by runtime_itest.cc): stage order, timings, error mapping, destroy always runs.
+// exercised by native_itest.cc): stage order, timings, error mapping, destroy always runs.
 #include "runtime/lifecycle.h"
 
 #include <string>

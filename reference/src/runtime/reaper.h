@@ -1,7 +1,6 @@
 // The reaper (FAIL-6, NFR-5): finds sandboxes whose runtime is gone and reclaims what they
-// left on the host. Each runtime records what it owns under <state_root>/<runtime id>/:
-//   owner              "<pid> <start time>" of the runtime process
-//   sb/<instance>/init "<pid> <start time>" of the instance's sbx-init
+// left on the host. Each runtime records what it owns under <state_root>/<runtime id>/ (its
+// owner's stamp, its own cgroups, each instance's init): the format is host/state_dir.h.
 // What a dead runtime can leave: cgroups (sandcheck-<runtime id>/...), sbx-init processes (they
 // exit by themselves on EOF of their control socket; killed here if not), state directories
 // and durable snapshots. Mounts and network namespaces die with their namespaces, and secrets

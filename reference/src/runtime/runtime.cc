@@ -4,34 +4,33 @@
 // backends, and the live sandboxes. Every operation on a sandbox is serialised by its mutex.
 #include "sbx/runtime.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
-#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <set>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
+#include <thread>
 
 #include "backend/backend.h"
 #include "host/cgroup.h"
 #include "host/image.h"
 #include "host/seccomp.h"
-#include "host/process_stamp.h"
+#include "host/state_dir.h"
 #include "net/egress.h"
 #include "pool/warm_pool.h"
-#include "select/selection.h"
 #include "runtime/executor.h"
 #include "runtime/lifecycle.h"
 #include "runtime/reaper.h"
+#include "select/selection.h"
 
 namespace sbx {
 namespace {
@@ -133,26 +132,16 @@ class RuntimeImpl final : public Runtime {
                     "the reference runtime needs root: it creates namespaces, cgroups and mounts "
                     "(run as root, e.g. with sudo)");
     }
-    runtime_id_ = fmt::format("{}-{}", getpid(), RandomHex(3));
+    runtime_id_ = host::NewRuntimeId();
     std::error_code ec;
     fs::create_directories(o.state_dir, ec);
     if (ec) return Status(Code::kPermissionDenied, fmt::format("state dir {}: {}", o.state_dir, ec.message()));
     state_dir_ = o.state_dir + "/" + runtime_id_;
     if (mkdir(state_dir_.c_str(), 0700) != 0) return ErrnoStatus("mkdir " + state_dir_);
-    {
-      // Written whole, then renamed into place: another runtime's reaper (a second sandboxd on
-      // this host) must never read a half-written owner, take this live runtime for a dead
-      // one and sweep its directory and cgroups (it did, in one start of two out of ten).
-      std::string tmp = state_dir_ + "/owner.tmp";
-      {
-        std::ofstream owner(tmp);
-        owner << host::ProcessStamp(getpid()) << "\n";
-        owner.flush();
-        if (!owner) return Status(Code::kInternal, "writing " + tmp);
-      }
-      if (rename(tmp.c_str(), (state_dir_ + "/owner").c_str()) != 0)
-        return ErrnoStatus("rename " + tmp);
-    }
+    // Written whole, then renamed into place: another runtime's reaper (a second sandboxd on
+    // this host) must never read a half-written owner, take this live runtime for a dead one
+    // and sweep its directory and cgroups (it did, in one start of two out of ten).
+    RETURN_IF_ERROR(host::WriteOwnerRecord(state_dir_));
     state_root_ = o.state_dir;
     snapshot_root_ = o.snapshot_dir;
     std::string bin = BinDir();
@@ -160,14 +149,9 @@ class RuntimeImpl final : public Runtime {
     std::string cache = o.cache_dir.empty() ? o.state_dir + "/images" : o.cache_dir;
     images_ = std::make_unique<host::ImageStore>(store, cache);
     ASSIGN_OR_RETURN(cgroups_, host::CgroupManager::Open(runtime_id_));
-    {
-      // FAIL-6: the reaper adopts exactly these (our own cgroup may differ per hierarchy and
-      // per process, so a reaper must not re-derive it from its own).
-      std::ofstream own(state_dir_ + "/cgroups");
-      for (const std::string& dir : cgroups_->OwnPaths()) own << dir << "\n";
-      own.flush();
-      if (!own) return Status(Code::kInternal, "writing " + state_dir_ + "/cgroups");
-    }
+    // FAIL-6: the reaper adopts exactly these (our own cgroup may differ per hierarchy and per
+    // process, so a reaper must not re-derive it from its own).
+    RETURN_IF_ERROR(host::WriteOwnCgroups(state_dir_, cgroups_->OwnPaths()));
     ASSIGN_OR_RETURN(seccomp_, host::SeccompFilter::Compile());
     net_pool_floor_ = o.net_pool_floor;
     if (o.warm_pool) {
@@ -541,11 +525,11 @@ class RuntimeImpl final : public Runtime {
     return UnavailableResult(s, backend.empty() ? "native" : backend);
   }
 
-  using SandboxPool = pool::WarmPool<backend::Sandbox>;
+  using WarmSandboxPool = pool::WarmPool<backend::Sandbox>;
 
   // POOL-1: one pool per (backend, image, tenant class); what is fixed at creation and differs
   // between requests (disk quota, egress policy and service directory) is part of the key too.
-  StatusOr<std::shared_ptr<SandboxPool>> PoolFor(const SandboxSpec& spec) {
+  StatusOr<std::shared_ptr<WarmSandboxPool>> PoolFor(const SandboxSpec& spec) {
     bool trusted = spec.trust == Trust::kFirstParty || spec.trust == Trust::kVerified;
     SandboxSpec base;
     base.backend = BackendName(spec);
@@ -572,7 +556,7 @@ class RuntimeImpl final : public Runtime {
         sb.Settle();
         return true;
       };
-      slot = std::make_shared<SandboxPool>(*pool_options_, factory, resetter);
+      slot = std::make_shared<WarmSandboxPool>(*pool_options_, factory, resetter);
       ScheduleRefill(slot);
     }
     return slot;
@@ -588,7 +572,7 @@ class RuntimeImpl final : public Runtime {
 
   // POOL-6 refill, at most one per pool scheduled or running at a time (WarmPool::BeginRefill);
   // its surplus is reclaimed like any other sandbox.
-  void ScheduleRefill(const std::shared_ptr<SandboxPool>& p) {
+  void ScheduleRefill(const std::shared_ptr<WarmSandboxPool>& p) {
     if (!p->BeginRefill()) return;
     executor_->Post([this, p] {
       do {
@@ -637,7 +621,7 @@ class RuntimeImpl final : public Runtime {
     std::unique_lock lock(reaper_mu_);
     while (!reaper_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return reaper_stop_; })) {
       lock.unlock();
-      std::vector<std::shared_ptr<SandboxPool>> pools;
+      std::vector<std::shared_ptr<WarmSandboxPool>> pools;
       {
         std::lock_guard pl(pools_mu_);
         for (auto& [key, p] : pools_) pools.push_back(p);
@@ -672,7 +656,7 @@ class RuntimeImpl final : public Runtime {
   bool pool_reuse_ = false;
   std::map<std::string, selection::BackendKind> tenant_floors_;
   mutable std::mutex pools_mu_;
-  std::map<std::string, std::shared_ptr<SandboxPool>> pools_;
+  std::map<std::string, std::shared_ptr<WarmSandboxPool>> pools_;
 };
 
 }  // namespace
