@@ -5,10 +5,13 @@
 # itself or a layer below F, name an existing file of the tree, and name its folder; the public
 # headers (sbx/*.h) may be included from anywhere. Run by the build: a violation fails the
 # build and says which line breaks the rule.
+# ONLY (optional) narrows who may include a public header: "sbx/http_client.h:drivers,..." lets
+# only files of the named layer (or the layers nested in it) include it; ONLY_WHY says why.
 #   cmake -DSRC=<tree> -DLAYERS=common,host,... -DNAME=<tree's name> [-DHINT=<text>]
-#         -DSTAMP=<file> -P check_layers.cmake
+#         [-DONLY=<header>:<layer>,... -DONLY_WHY=<text>] -DSTAMP=<file> -P check_layers.cmake
 cmake_minimum_required(VERSION 3.25)
 string(REPLACE "," ";" LAYERS "${LAYERS}")
+string(REPLACE "," ";" ONLY "${ONLY}")
 if(NOT NAME)
   set(NAME "${SRC}")
 endif()
@@ -45,7 +48,15 @@ foreach(f ${files})
   foreach(line ${lines})
     string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" inc "${line}")
     if(inc MATCHES "^sbx/")
-      continue()  # the public headers (reference/include)
+      # The public headers (reference/include), from anywhere unless ONLY names them.
+      foreach(pair ${ONLY})
+        string(REGEX REPLACE ":.*" "" only_header "${pair}")
+        string(REGEX REPLACE "^[^:]*:" "" only_layer "${pair}")
+        if(inc STREQUAL only_header AND NOT "${folder}/" MATCHES "^${only_layer}/")
+          list(APPEND errors "${f}: #include \"${inc}\": only ${only_layer}/ may include it (${ONLY_WHY})")
+        endif()
+      endforeach()
+      continue()
     endif()
     if(NOT inc MATCHES "/")
       list(APPEND errors "${f}: #include \"${inc}\" names no folder (write \"<folder>/${inc}\")")
@@ -74,6 +85,6 @@ foreach(f ${files})
 endforeach()
 if(errors)
   list(JOIN errors "\n  " msg)
-  message(FATAL_ERROR "${NAME}: includes must go downward only:\n  ${msg}")
+  message(FATAL_ERROR "${NAME}: the include rule is broken:\n  ${msg}")
 endif()
 file(WRITE ${STAMP} "ok\n")

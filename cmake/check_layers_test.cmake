@@ -20,6 +20,8 @@ function(case name expect regex)
     file(WRITE ${root}/${f} "${content}")
   endwhile()
   execute_process(COMMAND ${CMAKE_COMMAND} -DSRC=${root} -DLAYERS=${layers_arg} -DNAME=tree
+                          "-DONLY=sbx/http_client.h:backend,sbx/runtime.h:checks"
+                          "-DONLY_WHY=only they talk to a target"
                           -DSTAMP=${root}.stamp -P ${CHECK}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(expect STREQUAL "pass" AND NOT rc EQUAL 0)
@@ -56,3 +58,9 @@ case(relative-path fail "\\.\\./ is not a folder of tree"
      backend/oci/rel.cc "#include \"../../common/base.h\"\n")
 case(c-file-checked fail "backend/oci/guest/bad.c: #include \"backend/gvisor/g.h\" goes up"
      backend/gvisor/g.h "#pragma once\n" backend/oci/guest/bad.c "#include \"backend/gvisor/g.h\"\n")
+case(only-from-its-layer pass "" backend/h.cc "#include \"sbx/http_client.h\"\n"
+     backend/oci/h.cc "#include \"sbx/http_client.h\"\n" checks/r.cc "#include \"sbx/runtime.h\"\n")
+case(only-elsewhere fail "scenario/h.cc: #include \"sbx/http_client.h\": only backend/ may include it \\(only they talk to a target\\)"
+     scenario/h.cc "#include \"sbx/http_client.h\"\n")
+case(only-above fail "backend/r.cc: #include \"sbx/runtime.h\": only checks/ may include it"
+     backend/r.cc "#include \"sbx/runtime.h\"\n")

@@ -24,6 +24,10 @@ std::string RenderLatencyCdfs(const nlohmann::json& report);
 // The latency-target verdicts (checks of kind nfr_latency) as a Markdown table ("" if none).
 std::string NfrMarkdownTable(const nlohmann::json& report);
 
+// The command-line table of comparison.md ("" when `command_lines` is null): the rows of
+// run/command_lines.h's CommandLinesJson, the warm exec against the runtime CLI, issue 16's goals.
+std::string CommandLinesMarkdown(const nlohmann::json& command_lines);
+
 // Checks the fields the renderers rely on (a light subset of the schema).
 sbx::Status CheckReportShape(const nlohmann::json& report);
 

@@ -18,6 +18,11 @@
 // crun runs in a private mount namespace with an empty tmpfs over a hybrid host's
 // /sys/fs/cgroup/unified, as the reference's oci backend runs it (crun 1.8 refuses that layout).
 //
+// Where the parts are: this file is the loop (the rows, their rotating rounds) and the JSON;
+// the process plumbing is common/process.h, the floor containers run/floor_containers.h, the
+// local sandboxd drivers/local_sandboxd.h (only drivers/ talk to a target), and the Markdown
+// table report/render.h's CommandLinesMarkdown.
+//
 // Ownership: the floor containers, their state roots, the bundle and the local sandboxd (its
 // config, token and socket; stopped with SIGTERM, which destroys its sandboxes) live
 // in one scratch directory (/var/tmp/sandcheck-cli-XXXXXX: short, since runsc's sockets are below
@@ -69,8 +74,5 @@ std::vector<CommandLineRow> MeasureCommandLines(const CommandLineOptions& option
 // `comparison` (BuildComparison's output) for target `ours_target`.
 nlohmann::json CommandLinesJson(const std::vector<CommandLineRow>& rows, int rounds,
                                 const nlohmann::json& comparison, const std::string& ours_target);
-
-// Markdown section for comparison.md ("" when `command_lines` is null).
-std::string CommandLinesMarkdown(const nlohmann::json& command_lines);
 
 }  // namespace sandcheck

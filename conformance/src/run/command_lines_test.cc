@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "report/render.h"
+
 namespace sandcheck {
 namespace {
 
