@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "host/process_stamp.h"
+#include "host/random_hex.h"
 
 namespace sbx::host {
 namespace {
@@ -41,10 +41,7 @@ Status WriteWhole(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-std::string NewRuntimeId() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("{}-{:06x}", getpid(), static_cast<unsigned>(rng() & 0xffffff));
-}
+std::string NewRuntimeId() { return fmt::format("{}-{}", getpid(), RandomHex(3)); }
 
 bool ParseRuntimeId(const std::string& name, pid_t* pid) {
   const size_t dash = name.find('-');

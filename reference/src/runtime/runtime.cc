@@ -16,13 +16,13 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <set>
 #include <thread>
 
 #include "backend/backend.h"
 #include "host/cgroup.h"
 #include "host/image.h"
+#include "host/random_hex.h"
 #include "host/seccomp.h"
 #include "host/state_dir.h"
 #include "net/egress.h"
@@ -37,13 +37,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
-
-std::string RandomHex(int bytes) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::string s;
-  for (int i = 0; i < bytes; ++i) s += fmt::format("{:02x}", static_cast<unsigned>(rng() & 0xff));
-  return s;
-}
 
 std::string BinDir() {
   std::error_code ec;
@@ -477,7 +470,7 @@ class RuntimeImpl final : public Runtime {
   }
 
  private:
-  std::string NewId() { return fmt::format("sb{}", RandomHex(6)); }
+  std::string NewId() { return "sb" + host::RandomHex(6); }
 
   // SEL-1..SEL-6: the backend comes from the pure selection function over the manifest
   // preference, the tenant's floor, the trust class and what this worker probed it can run.

@@ -27,7 +27,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <random>
 #include <sstream>
 
 #include "backend/backend.h"
@@ -37,6 +36,7 @@
 #include "backend/oci/oci_container.h"
 #include "backend/oci/oci_sandbox.h"
 #include "host/image.h"
+#include "host/random_hex.h"
 
 namespace sbx::backend {
 namespace {
@@ -288,8 +288,7 @@ class GvisorBackend final : public Backend {
     rt.global = BaseFlags(platform);
     rt = ForSandbox(rt, false);
     InstanceRequest req;
-    std::mt19937_64 rng{std::random_device{}()};
-    req.sandbox_id = fmt::format("probe{:08x}", static_cast<uint32_t>(rng()));
+    req.sandbox_id = "probe" + host::RandomHex(4);
     req.image_dir = image.rootfs_dir;
     req.limits = GvisorHostLimits({});
     ContainerConfig cfg;

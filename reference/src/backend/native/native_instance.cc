@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <fstream>
 #include <vector>
 
 #include "backend/common/command_watch.h"

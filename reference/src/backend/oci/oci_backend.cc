@@ -21,7 +21,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include "backend/backend.h"
@@ -33,6 +32,7 @@
 #include "backend/oci/oci_sandbox.h"
 #include "host/cgroup.h"
 #include "host/image.h"
+#include "host/random_hex.h"
 
 namespace sbx::backend {
 namespace {
@@ -202,8 +202,7 @@ class OciBackend final : public Backend {
     version_ = ver->out.substr(0, ver->out.find('\n'));
     ASSIGN_OR_RETURN(host::Image image, ctx_.images->Get("sandbox"));
     InstanceRequest req;
-    std::mt19937_64 rng{std::random_device{}()};
-    req.sandbox_id = fmt::format("probe{:08x}", static_cast<uint32_t>(rng()));
+    req.sandbox_id = "probe" + host::RandomHex(4);
     req.image_dir = image.rootfs_dir;
     req.limits = DefaultedLimits({});
     ASSIGN_OR_RETURN(auto c, StartInstance(ctx_, rt_, req, nullptr));
