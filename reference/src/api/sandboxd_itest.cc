@@ -21,9 +21,10 @@
 
 #include "api/api_service.h"
 #include "api/http_server.h"
+#include "backend/common/leak_census.h"
 #include "client/remote_runtime.h"
-#include "sbx/http_client.h"
 #include "host/fd.h"
+#include "sbx/http_client.h"
 #include "sbx/runtime.h"
 
 namespace sbx::api {
@@ -36,54 +37,9 @@ namespace fs = std::filesystem;
 constexpr const char* kAlice = "alice-itest-token-0123456789";
 constexpr const char* kBob = "bob-itest-token-0123456789xyz";
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// What the runtime can leave on the host: mounts of its state and snapshot directories,
-// child processes, and the cgroups it names after its runtime ID ("sandcheck-<our pid>-...").
-// Scoped to this process, so other work on the machine does not disturb the count.
-struct Census {
-  size_t mounts = 0, children = 0, cgroups = 0;
-  bool operator==(const Census&) const = default;
-};
-
-std::ostream& operator<<(std::ostream& os, const Census& c) {
-  return os << "{mounts " << c.mounts << ", children " << c.children << ", cgroups " << c.cgroups
-            << "}";
-}
-
-Census TakeCensus() {
-  Census c;
-  std::istringstream mi(Slurp("/proc/self/mountinfo"));
-  std::string line;
-  while (std::getline(mi, line)) c.mounts += line.find("sandcheck") != std::string::npos;
-  pid_t me = getpid();
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string stat = Slurp(e.path() / "stat");
-    size_t rp = stat.rfind(')');
-    if (rp == std::string::npos) continue;
-    std::istringstream is(stat.substr(rp + 2));
-    char state;
-    pid_t ppid;
-    is >> state >> ppid;
-    if (ppid == me) ++c.children;
-  }
-  const std::string mine = "sandcheck-" + std::to_string(me) + "-";
-  for (const char* ctl : {"cpu", "cpuacct", "memory", "pids", "freezer", "unified"}) {
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(fs::path("/sys/fs/cgroup") / ctl, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->is_directory(ec) && it->path().string().find(mine) != std::string::npos) ++c.cgroups;
-    }
-  }
-  return c;
-}
+// What the runtime can leave on the host, scoped to this process: the shared leak census.
+using backendtest::Census;
+Census TakeCensus() { return backendtest::TakeCensus(); }
 
 host::UniqueFd ConnectTo(const ListenAddress& a) {
   host::UniqueFd fd;
@@ -187,7 +143,7 @@ class Sandboxd : public ::testing::Test {
         usleep(20000);
         after = TakeCensus();
       }
-      EXPECT_EQ(after, *baseline_) << "sandboxd left kernel objects behind";
+      EXPECT_EQ(after, *baseline_) << "sandboxd left kernel objects behind: " << after;
     }
     delete baseline_;
   }
@@ -496,7 +452,7 @@ TEST(SandboxdShutdown, DestroyingTheRuntimeReclaimsEverySandbox) {
     usleep(20000);
     after = TakeCensus();
   }
-  EXPECT_EQ(after, before);
+  EXPECT_EQ(after, before) << "before " << before << " after " << after;
 }
 
 }  // namespace

@@ -1,16 +1,20 @@
 // Helpers for the integration tests of every backend (backend/<name>/*_itest.cc): one runtime
 // per test binary and the reason a backend cannot be tested here (BackendEnv), host-side views
-// (cgroup files, leak census, the OCI runtime's own container list) and small statistics.
+// (cgroup files, the OCI runtime's own container list), the leak census (leak_census.h), a helper
+// child process (HelperChild) and small statistics.
 // Tests only.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -23,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/common/leak_census.h"
 #include "sbx/runtime.h"
 
 namespace sbx::backendtest {
@@ -95,22 +100,10 @@ inline std::string Capture(const std::string& cmd) {
   return out;
 }
 
-// This process's runtime state directories (/run/sandcheck/<pid>-<hex>).
-inline std::vector<std::string> OwnStateDirs() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/run/sandcheck", ec)) {
-    if (e.path().filename().string().rfind(std::to_string(getpid()) + "-", 0) == 0) {
-      out.push_back(e.path());
-    }
-  }
-  return out;
-}
-
 // Containers the OCI runtime `binary` knows below every state dir of ours (root `sub`).
 inline size_t ContainersListed(const std::string& binary, const std::string& sub) {
   size_t n = 0;
-  for (const std::string& d : OwnStateDirs()) {
+  for (const std::string& d : StateDirsOf(getpid())) {
     std::string root = d + "/" + sub;
     if (!fs::exists(root)) continue;
     std::string out = Capture(binary + " --root " + root + " list 2>/dev/null");
@@ -162,85 +155,62 @@ inline std::string FindCgroup(const std::string& controller, const std::string& 
   return "";
 }
 
-// Kernel objects visible from the host, for leak checks.
-struct Census {
-  size_t mounts = 0, cgroups = 0, children = 0, state_entries = 0, processes = 0;
-  bool operator==(const Census&) const = default;
-};
+// This test binary run again as a helper child that holds sandboxes until it is killed (the
+// reaper's tests): only the test `test` (its gtest name), with `env` ("NAME=value") added to the
+// environment. Start returns once the child printed "ready <pid>" on stdout, false if it ended
+// first. The destructor kills (SIGKILL) and reaps it if Kill did not.
+class HelperChild {
+ public:
+  HelperChild() = default;
+  HelperChild(const HelperChild&) = delete;
+  HelperChild& operator=(const HelperChild&) = delete;
+  ~HelperChild() { Kill(); }
 
-inline size_t CountDirsBelow(const fs::path& root) {
-  size_t n = 0;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_directory(ec)) ++n;
+  bool Start(const std::string& test, std::vector<std::string> env) {
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) return false;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    std::string exe = fs::read_symlink("/proc/self/exe");
+    std::string filter = "--gtest_filter=" + test;
+    char* argv[] = {exe.data(), filter.data(), nullptr};
+    std::vector<char*> envp;
+    for (char** e = environ; *e; ++e) envp.push_back(*e);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    int rc = posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv, envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    if (rc != 0) {
+      close(out[0]);
+      pid_ = -1;
+      return false;
+    }
+    out_ = fdopen(out[0], "r");
+    char line[256];
+    while (out_ && fgets(line, sizeof line, out_)) {
+      if (std::string(line).rfind("ready ", 0) == 0) return true;
+    }
+    return false;
   }
-  return n;
-}
-
-// Only what this test process's runtimes made is counted (other runtimes may be running on the
-// machine): mounts whose line names our state directory, cgroup directories named after our
-// runtime ("sandcheck-<pid>-...", the runtime's parent; "sbx-<pid>-..." made by runc in the
-// hierarchies the runtime does not use), processes whose command line contains `marker` (every
-// crun/runc/runsc process and container of ours carries "sbx-<pid>-"), our children, and the
-// entries of our state directories.
-inline size_t CountOurDirs(const fs::path& root, const std::vector<std::string>& names) {
-  size_t n = 0;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (!it->is_directory(ec)) continue;
-    std::string p = it->path().string();
-    for (const auto& name : names) {
-      if (p.find(name) != std::string::npos) {
-        ++n;
-        break;
+  pid_t pid() const { return pid_; }
+  void Kill() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      int status;
+      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
       }
+      pid_ = -1;
     }
+    if (out_) fclose(out_);
+    out_ = nullptr;
   }
-  return n;
-}
 
-inline Census TakeCensus(const std::string& marker) {
-  Census c;
-  pid_t me = getpid();
-  std::string state = "/run/sandcheck/" + std::to_string(me) + "-";
-  std::istringstream mi(Slurp("/proc/self/mountinfo"));
-  std::string line;
-  while (std::getline(mi, line)) {
-    if (line.find(state) != std::string::npos) ++c.mounts;
-  }
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/proc", ec)) {
-    std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string stat = Slurp(e.path() / "stat");
-    size_t rp = stat.rfind(')');
-    if (rp != std::string::npos) {
-      std::istringstream is(stat.substr(rp + 2));
-      char st;
-      pid_t ppid;
-      is >> st >> ppid;
-      if (ppid == me) ++c.children;
-    }
-    if (!marker.empty()) {
-      std::string cmd = Slurp(e.path() / "cmdline");
-      if (cmd.find(marker) != std::string::npos) ++c.processes;
-    }
-  }
-  std::vector<std::string> names = {"sandcheck-" + std::to_string(me) + "-",
-                                    "sbx-" + std::to_string(me) + "-"};
-  for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec)) {
-    if (h.is_directory(ec) && !h.is_symlink(ec)) c.cgroups += CountOurDirs(h.path(), names);
-  }
-  for (const std::string& d : OwnStateDirs()) c.state_entries += CountDirsBelow(d);
-  return c;
-}
-
-inline std::ostream& operator<<(std::ostream& os, const Census& c) {
-  return os << "{mounts " << c.mounts << ", cgroups " << c.cgroups << ", children " << c.children
-            << ", state dirs " << c.state_entries << ", processes " << c.processes << "}";
-}
+ private:
+  pid_t pid_ = -1;
+  FILE* out_ = nullptr;
+};
 
 // Samples `fn` (returning a number) every `period` on a thread until stopped; keeps the max.
 class PeakWatcher {

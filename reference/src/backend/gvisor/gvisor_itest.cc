@@ -7,7 +7,6 @@
 // project's CI machine it runs (SBX_GVISOR_MUST_WORK=1 turns a skip into a failure).
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,8 +17,6 @@
 #include "backend/common/cpu_cap_testing.h"
 #include "backend/common/testing.h"
 #include "sbx/runtime.h"
-
-extern char** environ;
 
 namespace sbx {
 namespace {
@@ -429,7 +426,7 @@ TEST_F(Gvisor, LeavesNothingBehind) {
   EXPECT_EQ(Run("true").status, ExecStatus::kOk);  // the runtime's lifetime state exists now
   rt_->Drain();
   std::string marker = "sbx-" + std::to_string(getpid()) + "-";
-  auto before = backendtest::TakeCensus(marker);
+  auto before = backendtest::TakeCensus({.marker = marker});
   std::string default_root = backendtest::Capture("runsc list 2>/dev/null");
   {
     ExecResult a = Run("echo one");
@@ -443,7 +440,7 @@ TEST_F(Gvisor, LeavesNothingBehind) {
     ASSERT_TRUE(rt_->Destroy(id).ok());
   }
   rt_->Drain();
-  auto after = backendtest::TakeCensus(marker);
+  auto after = backendtest::TakeCensus({.marker = marker});
   EXPECT_EQ(before, after) << "before " << before << " after " << after;
   EXPECT_EQ(after.processes, 0u) << "a gVisor process of this runtime is left:\n"
                                  << backendtest::Capture(
@@ -473,80 +470,33 @@ TEST(ReaperChild, HoldContainers) {
 TEST_F(Gvisor, KilledRuntimesContainersAreReaped) {
   // FAIL-6: kill -9 a runtime holding oci and gvisor containers; the next runtime's reaper
   // reclaims their processes (crun's init, gVisor's Sentry and Gofer), cgroups and state.
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
-  std::string exe = std::filesystem::read_symlink("/proc/self/exe");
-  std::string filter = "--gtest_filter=ReaperChild.HoldContainers";
-  char* argv[] = {exe.data(), filter.data(), nullptr};
-  std::string flag = "SBX_OCI_REAPER_CHILD=1";
-  std::vector<char*> envp;
-  for (char** e = environ; *e; ++e) envp.push_back(*e);
-  envp.push_back(flag.data());
-  envp.push_back(nullptr);
-  pid_t child;
-  ASSERT_EQ(posix_spawn(&child, exe.c_str(), &fa, nullptr, argv, envp.data()), 0);
-  close(out[1]);
-  FILE* f = fdopen(out[0], "r");
-  char line[256];
-  bool ready = false;
-  while (fgets(line, sizeof line, f)) {
-    if (std::string(line).rfind("ready ", 0) == 0) {
-      ready = true;
-      break;
-    }
-  }
-  ASSERT_TRUE(ready) << "the child runtime did not come up";
-  std::string marker = "sbx-" + std::to_string(child) + "-";
-  auto count = [&] {
-    size_t procs = 0, cgroups = 0;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-      std::string name = e.path().filename();
-      if (name.find_first_not_of("0123456789") == std::string::npos &&
-          Slurp(e.path() / "cmdline").find(marker) != std::string::npos) {
-        ++procs;
-      }
-    }
-    for (const auto& h : std::filesystem::directory_iterator("/sys/fs/cgroup", ec)) {
-      cgroups += backendtest::CountOurDirs(h.path(), {"sandcheck-" + std::to_string(child) + "-"});
-    }
-    return std::pair{procs, cgroups};
-  };
-  auto live = count();
-  EXPECT_GE(live.first, 2u) << "the child's containers are not running";
-  EXPECT_GT(live.second, 0u);
-  kill(child, SIGKILL);
-  int status;
-  waitpid(child, &status, 0);
-  fclose(f);
+  backendtest::HelperChild child;
+  ASSERT_TRUE(child.Start("ReaperChild.HoldContainers", {"SBX_OCI_REAPER_CHILD=1"}))
+      << "the child runtime did not come up";
+  const backendtest::CensusOf of{.owner = child.pid(),
+                                 .marker = "sbx-" + std::to_string(child.pid()) + "-"};
+  auto live = backendtest::TakeCensus(of);
+  EXPECT_GE(live.processes, 2u) << "the child's containers are not running";
+  EXPECT_GT(live.cgroups, 0u);
+  EXPECT_GE(live.state_dirs, 1u);  // the child's BackendEnv opens a runtime too
+  child.Kill();
 
   RuntimeOptions o;
   o.start_reaper = true;
   auto t0 = std::chrono::steady_clock::now();
   auto reaper = Runtime::Open(o);
   ASSERT_TRUE(reaper.ok()) << reaper.status().ToString();
-  std::pair<size_t, size_t> left;
+  backendtest::Census left;
   double seconds = 0;
-  bool state_left = true;
   for (;;) {
-    left = count();
-    state_left = false;
-    for (const auto& e : std::filesystem::directory_iterator("/run/sandcheck")) {
-      state_left =
-          state_left || e.path().filename().string().rfind(std::to_string(child) + "-", 0) == 0;
-    }
+    left = backendtest::TakeCensus(of);
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // Wait for the reclaim itself (generously: gVisor's teardown is slow on a loaded machine).
-    if ((left.first == 0 && left.second == 0 && !state_left) || seconds > 60) break;
+    if (left == backendtest::Census{} || seconds > 60) break;
     usleep(20000);
   }
-  EXPECT_EQ(left.first, 0u) << "processes of the killed runtime's containers are left";
-  EXPECT_EQ(left.second, 0u) << "cgroups of the killed runtime are left";
-  EXPECT_FALSE(state_left) << "its state directory is left";
+  EXPECT_EQ(left.processes, 0u) << "processes of the killed runtime's containers are left";
+  EXPECT_EQ(left, backendtest::Census{}) << "the killed runtime left " << left;
   std::printf("[ figures  ] a kill -9'd runtime's oci and gvisor containers reclaimed in %.2f s\n",
               seconds);
 }

@@ -34,15 +34,6 @@ using Env = backendtest::BackendEnv;
 const auto* const kEnv =
     ::testing::AddGlobalTestEnvironment(new Env("microvm", "QEMU in cgroups, taps"));
 
-// Counts what a microVM sandbox of this process may leave: QEMU processes, sandbox cgroups,
-// VM state directories.
-struct VmCensus {
-  int qemus = 0, cgroups = 0, vm_dirs = 0;
-  bool operator==(const VmCensus&) const = default;
-};
-std::ostream& operator<<(std::ostream& o, const VmCensus& c) {
-  return o << "{qemus " << c.qemus << ", cgroups " << c.cgroups << ", vm dirs " << c.vm_dirs << "}";
-}
 pid_t ParentOf(pid_t pid) {
   std::ifstream st("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(st, line);)
@@ -58,36 +49,6 @@ bool IsOurQemu(pid_t pid) {
   if (cmd.find("qemu-system") == std::string::npos) return false;
   pid_t parent = ParentOf(pid);
   return parent == getpid() || (parent > 0 && ParentOf(parent) == getpid());
-}
-
-VmCensus TakeVmCensus() {
-  VmCensus c;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/proc", ec)) {
-    std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (IsOurQemu(std::stoi(name))) ++c.qemus;
-  }
-  for (const char* h : {"memory", "cpu", "pids", "unified"}) {
-    std::string base = std::string("/sys/fs/cgroup/") + h;
-    for (auto it = fs::recursive_directory_iterator(base, ec);
-         it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (ec) break;
-      if (it->path().filename().string().rfind("sb-vm-", 0) == 0 &&
-          it->path().string().find("sandcheck-" + std::to_string(getpid()) + "-") !=
-              std::string::npos)
-        ++c.cgroups;
-      if (it.depth() > 6) it.disable_recursion_pending();
-    }
-  }
-  for (const auto& e : fs::directory_iterator("/run/sandcheck", ec)) {
-    if (e.path().filename().string().rfind(std::to_string(getpid()) + "-", 0) != 0) continue;
-    for (const auto& v : fs::directory_iterator(e.path() / "vm", ec)) {
-      (void)v;
-      ++c.vm_dirs;
-    }
-  }
-  return c;
 }
 
 // One HTTP answer per connection on 127.0.0.1 (the mirror behind the gateway's proxy).
@@ -429,7 +390,7 @@ TEST_F(Microvm, NothingIsLeftAfter200CreateDestroyCycles) {
   // A runtime of its own, closed at the end: then not even its spare may be left. The shared
   // runtime's spare (if any) is in both censuses.
   rt_->Drain();
-  VmCensus before = TakeVmCensus();
+  backendtest::Census before = backendtest::TakeCensus();
   {
     auto rt = Runtime::Open(RuntimeOptions{});
     ASSERT_TRUE(rt.ok()) << rt.status().ToString();
@@ -445,11 +406,11 @@ TEST_F(Microvm, NothingIsLeftAfter200CreateDestroyCycles) {
     ASSERT_TRUE((*rt)->Revert(*id).ok());
     ASSERT_TRUE((*rt)->Destroy(*id).ok());
     (*rt)->Drain();
-    VmCensus during = TakeVmCensus();
+    backendtest::Census during = backendtest::TakeCensus();
     // At most the closing runtime's own spare (one QEMU) beyond the baseline.
     EXPECT_LE(during.qemus, before.qemus + 1) << "during " << during;
   }
-  VmCensus after = TakeVmCensus();
+  backendtest::Census after = backendtest::TakeCensus();
   EXPECT_EQ(before, after) << "before " << before << " after " << after;
 }
 

@@ -25,72 +25,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using backendtest::Slurp;
 
-// Kernel objects visible from the host, for leak checks.
-struct Census {
-  size_t mounts = 0, namespaces = 0, children = 0, cgroups = 0, state_entries = 0;
-  bool operator==(const Census&) const = default;
-};
-
-size_t CountDirsBelow(const fs::path& root) {
-  size_t n = 0;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_directory(ec)) ++n;
-  }
-  return n;
-}
-
-Census TakeCensus() {
-  Census c;
-  std::string mi = Slurp("/proc/self/mountinfo");
-  c.mounts = static_cast<size_t>(std::count(mi.begin(), mi.end(), '\n'));
-  std::set<std::string> ns;
-  pid_t me = getpid();
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    for (const char* kind : {"mnt", "pid", "net", "uts", "ipc", "cgroup"}) {
-      std::error_code ec;
-      auto target = fs::read_symlink(e.path() / "ns" / kind, ec);
-      if (!ec) ns.insert(target.string());
-    }
-    std::string stat = Slurp(e.path() / "stat");
-    size_t rp = stat.rfind(')');
-    if (rp != std::string::npos) {
-      std::istringstream is(stat.substr(rp + 2));
-      char state;
-      pid_t ppid;
-      is >> state >> ppid;
-      if (ppid == me) ++c.children;
-    }
-  }
-  c.namespaces = ns.size();
-  for (const char* ctl : {"cpu", "cpuacct", "memory", "pids", "freezer", "unified"}) {
-    c.cgroups += CountDirsBelow(fs::path("/sys/fs/cgroup") / ctl);
-  }
-  // This process's runtime directory only (its id starts with our pid): other runtimes may
-  // be running on the machine.
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/run/sandcheck", ec)) {
-    if (e.path().filename().string().rfind(std::to_string(me) + "-", 0) == 0) {
-      c.state_entries += CountDirsBelow(e.path());
-    }
-  }
-  return c;
-}
-
-std::ostream& operator<<(std::ostream& os, const Census& c) {
-  return os << "{mounts " << c.mounts << ", namespaces " << c.namespaces << ", children "
-            << c.children << ", cgroups " << c.cgroups << ", state dirs " << c.state_entries << "}";
-}
+// The shared leak census, with every namespace on the machine counted too: the native
+// backend's namespaces are its own, and a leaked one outlives its processes only as a bind.
+backendtest::Census TakeCensus() { return backendtest::TakeCensus({.namespaces = true}); }
 
 class NativeRuntime : public ::testing::Test {
  protected:
@@ -317,7 +256,7 @@ TEST_F(NativeRuntime, SecretsReachTheCommandAndNoFile) {
 
 TEST_F(NativeRuntime, ManySandboxesLeaveNothingBehind) {
   (void)Run("true");  // the runtime's own directories exist from the first sandbox on
-  Census before = TakeCensus();
+  backendtest::Census before = TakeCensus();
   for (int i = 0; i < 20; ++i) {
     ExecResult r = Run("echo $$ > /work/pid; sleep 100 & true");
     ASSERT_EQ(r.status, ExecStatus::kOk) << r.reason;
@@ -329,13 +268,13 @@ TEST_F(NativeRuntime, ManySandboxesLeaveNothingBehind) {
   rt_->Drain();  // the reclaim after Destroy runs in the background
   // Namespace teardown in the kernel is asynchronous: wait (up to 30 s) for the census to
   // return to where it was; a leak never does.
-  Census after = TakeCensus();
+  backendtest::Census after = TakeCensus();
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        !(after == before) && std::chrono::steady_clock::now() < deadline;) {
     usleep(20000);
     after = TakeCensus();
   }
-  EXPECT_EQ(before, after);
+  EXPECT_EQ(before, after) << "before " << before << " after " << after;
 }
 
 TEST_F(NativeRuntime, ExecFailureIsAToolError) {

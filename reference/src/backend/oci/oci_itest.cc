@@ -192,7 +192,7 @@ class OciTest : public ::testing::Test {
     EXPECT_EQ(Run("true").status, ExecStatus::kOk);
     rt_->Drain();
     std::string marker = "sbx-" + std::to_string(getpid()) + "-";
-    Census before = TakeCensus(marker);
+    Census before = TakeCensus({.marker = marker});
     size_t default_root = backendtest::Capture(runtime_binary + " list 2>/dev/null").size();
     {
       ExecResult a = Run("echo one");
@@ -207,7 +207,7 @@ class OciTest : public ::testing::Test {
       EXPECT_TRUE(rt_->Destroy(id).ok());
     }
     rt_->Drain();
-    Census after = TakeCensus(marker);
+    Census after = TakeCensus({.marker = marker});
     EXPECT_EQ(before, after) << "before " << before << " after " << after;
     EXPECT_EQ(after.processes, 0u) << "a process of this runtime's containers is left";
     EXPECT_EQ(backendtest::ContainersListed(runtime_binary, root_name), 0u)
@@ -364,7 +364,7 @@ TEST_F(OciCrun, SecretsReachTheCommandButNoFile) {
   std::atomic<bool> found{false};
   std::thread scan([&] {
     for (int i = 0; i < 20; ++i) {
-      for (const std::string& d : backendtest::OwnStateDirs()) {
+      for (const std::string& d : backendtest::StateDirsOf(getpid())) {
         std::string hits = backendtest::Capture("grep -rl " + secret + " " + d + " 2>/dev/null");
         if (!hits.empty()) found = true;
       }

@@ -209,7 +209,7 @@ TEST_F(Wasm, LeavesNothingBehind) {
   EXPECT_EQ(Run("true").status, ExecStatus::kOk);  // the runtime's lifetime state exists now
   rt_->Drain();
   std::string marker = "sbx-" + std::to_string(getpid()) + "-";
-  auto before = backendtest::TakeCensus(marker);
+  auto before = backendtest::TakeCensus({.marker = marker});
   {
     EXPECT_EQ(Run("echo one").status, ExecStatus::kOk);
     EXPECT_EQ(Run("spin", {}, 0.3).status, ExecStatus::kTimeout);
@@ -221,7 +221,7 @@ TEST_F(Wasm, LeavesNothingBehind) {
     ASSERT_TRUE(rt_->Destroy(id).ok());
   }
   rt_->Drain();
-  auto after = backendtest::TakeCensus(marker);
+  auto after = backendtest::TakeCensus({.marker = marker});
   EXPECT_EQ(before, after) << "before " << before << " after " << after;
 }
 
