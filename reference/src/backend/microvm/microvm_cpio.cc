@@ -154,15 +154,23 @@ Status Walk(const std::string& src, const std::string& name, std::vector<Entry>&
   return Status::Ok();
 }
 
-std::string Header(uint32_t ino, const struct stat& st, mode_t mode, uint32_t nlink,
-                   uint64_t filesize, const std::string& name) {
+struct Owner {
+  uint32_t uid = 0, gid = 0;
+};
+
+Owner OwnerOf(const struct stat& st, bool root_owned) {
+  if (root_owned) return {};
+  return {static_cast<uint32_t>(st.st_uid), static_cast<uint32_t>(st.st_gid)};
+}
+
+std::string Header(uint32_t ino, Owner owner, mode_t mode, uint32_t nlink, uint64_t filesize,
+                   const std::string& name, uint32_t rdev_major = 0, uint32_t rdev_minor = 0) {
   // magic, ino, mode, uid, gid, nlink, mtime, filesize, devmajor, devminor, rdevmajor, rdevminor,
   // namesize, check
   std::string h = fmt::format(
       "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}", ino,
-      static_cast<uint32_t>(mode), static_cast<uint32_t>(st.st_uid),
-      static_cast<uint32_t>(st.st_gid), nlink, 0u, static_cast<uint32_t>(filesize), 0u, 0u, 0u, 0u,
-      static_cast<uint32_t>(name.size() + 1), 0u);
+      static_cast<uint32_t>(mode), owner.uid, owner.gid, nlink, 0u, static_cast<uint32_t>(filesize),
+      0u, 0u, rdev_major, rdev_minor, static_cast<uint32_t>(name.size() + 1), 0u);
   h += name;
   h.push_back('\0');
   return h;
@@ -172,6 +180,17 @@ std::string Header(uint32_t ino, const struct stat& st, mode_t mode, uint32_t nl
 
 Status WriteNewcTree(const std::string& rootfs_dir, const std::string& prefix,
                      const std::string& out_path) {
+  return WriteNewcTree(rootfs_dir, prefix, out_path, NewcOptions{});
+}
+
+Status WriteNewcTree(const std::string& rootfs_dir, const std::string& prefix,
+                     const std::string& out_path, const NewcOptions& options) {
+  for (const NewcNode& n : options.nodes) {
+    mode_t type = n.mode & S_IFMT;
+    if ((type != S_IFCHR && type != S_IFBLK) || n.name.empty() || n.name.front() == '/')
+      return InvalidArgument(fmt::format(
+          "node \"{}\": a character or block device with a relative name is expected", n.name));
+  }
   struct stat root {};
   if (stat(rootfs_dir.c_str(), &root) < 0) return ErrnoStatus("stat " + rootfs_dir);
   if (!S_ISDIR(root.st_mode)) return InvalidArgument(rootfs_dir + " is not a directory");
@@ -212,12 +231,13 @@ Status WriteNewcTree(const std::string& rootfs_dir, const std::string& prefix,
   for (size_t i = 0; i < entries.size(); i++) {
     const Entry& e = entries[i];
     mode_t mode = e.st.st_mode;
+    const Owner own = OwnerOf(e.st, options.root_owned);
     if (S_ISLNK(mode)) {
       std::string target(4096, '\0');
       ssize_t n = readlink(e.src.c_str(), target.data(), target.size());
       if (n < 0) return ErrnoStatus("readlink " + e.src);
       target.resize(static_cast<size_t>(n));
-      RETURN_IF_ERROR(out.Write(Header(ino[i], e.st, mode, 1, target.size(), e.name)));
+      RETURN_IF_ERROR(out.Write(Header(ino[i], own, mode, 1, target.size(), e.name)));
       RETURN_IF_ERROR(out.Pad4());
       RETURN_IF_ERROR(out.Write(target));
       RETURN_IF_ERROR(out.Pad4());
@@ -225,17 +245,21 @@ Status WriteNewcTree(const std::string& rootfs_dir, const std::string& prefix,
       uint64_t size = has_data[i] ? static_cast<uint64_t>(e.st.st_size) : 0;
       if (size > 0xffffffffull)
         return InvalidArgument(e.src + " is over 4 GiB: newc cannot hold it");
-      RETURN_IF_ERROR(out.Write(Header(ino[i], e.st, mode, nlink[i], size, e.name)));
+      RETURN_IF_ERROR(out.Write(Header(ino[i], own, mode, nlink[i], size, e.name)));
       RETURN_IF_ERROR(out.Pad4());
       if (size) RETURN_IF_ERROR(CopyInto(e.src, size, out));
       RETURN_IF_ERROR(out.Pad4());
     } else {  // directory
-      RETURN_IF_ERROR(out.Write(Header(ino[i], e.st, mode, nlink[i], 0, e.name)));
+      RETURN_IF_ERROR(out.Write(Header(ino[i], own, mode, nlink[i], 0, e.name)));
       RETURN_IF_ERROR(out.Pad4());
     }
   }
-  struct stat zero {};
-  RETURN_IF_ERROR(out.Write(Header(0, zero, 0, 1, 0, "TRAILER!!!")));
+  for (const NewcNode& n : options.nodes) {
+    RETURN_IF_ERROR(
+        out.Write(Header(next++, Owner{}, n.mode, 1, 0, n.name, n.rdev_major, n.rdev_minor)));
+    RETURN_IF_ERROR(out.Pad4());
+  }
+  RETURN_IF_ERROR(out.Write(Header(0, Owner{}, 0, 1, 0, "TRAILER!!!")));
   RETURN_IF_ERROR(out.Pad4());
   return out.Commit();
 }

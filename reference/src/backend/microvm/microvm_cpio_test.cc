@@ -18,7 +18,7 @@ namespace sbx::microvm {
 namespace {
 
 struct CpioEntry {
-  uint32_t ino = 0, mode = 0, uid = 0, gid = 0, nlink = 0, mtime = 0;
+  uint32_t ino = 0, mode = 0, uid = 0, gid = 0, nlink = 0, mtime = 0, rmajor = 0, rminor = 0;
   std::string name, data;
 };
 
@@ -55,6 +55,8 @@ std::vector<std::vector<CpioEntry>> Parse(const std::string& b, std::string* err
     e.gid = hex(off + 30);
     e.nlink = hex(off + 38);
     e.mtime = hex(off + 46);
+    e.rmajor = hex(off + 78);
+    e.rminor = hex(off + 86);
     uint32_t filesize = hex(off + 54);
     uint32_t namesize = hex(off + 94);
     e.name = b.substr(off + 110, namesize - 1);
@@ -218,6 +220,50 @@ TEST_F(CpioTest, ConcatenatedArchivesArePaddedTo4Bytes) {
   EXPECT_FALSE(ConcatFiles({dir_ + "/missing"}, all).ok());
   EXPECT_FALSE(WriteNewcTree(dir_ + "/missing", "x", a).ok());
   EXPECT_EQ(ReadFile(all), bytes) << "a failed concat leaves the old output alone";
+}
+
+TEST_F(CpioTest, RootOwnedAndNodesAfterTheTree) {
+  // The guest image's initramfs (sbx-newc --root-owned --node dev/console:c:5:1:0600): every
+  // entry owned by root whoever owns the tree, and a device node the tree could not hold.
+  ASSERT_EQ(lchown((tree_ + "/etc/passwd").c_str(), 1000, 1000), 0);
+  std::string out = dir_ + "/g.cpio";
+  NewcOptions o{.root_owned = true, .nodes = {{"dev/console", S_IFCHR | 0600, 5, 1}}};
+  Status s = WriteNewcTree(tree_, "", out, o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::string err;
+  auto archives = Parse(ReadFile(out), &err);
+  ASSERT_TRUE(err.empty()) << err;
+  ASSERT_EQ(archives.size(), 1u);
+  uint32_t max_ino = 0;
+  for (const auto& e : archives[0]) {
+    EXPECT_EQ(e.uid, 0u) << e.name;
+    EXPECT_EQ(e.gid, 0u) << e.name;
+    if (&e != &archives[0].back()) max_ino = std::max(max_ino, e.ino);
+  }
+  const CpioEntry& console = archives[0].back();
+  EXPECT_EQ(console.name, "dev/console");
+  EXPECT_EQ(console.mode, static_cast<uint32_t>(S_IFCHR | 0600));
+  EXPECT_EQ(console.rmajor, 5u);
+  EXPECT_EQ(console.rminor, 1u);
+  EXPECT_EQ(console.ino, max_ino + 1) << "a node takes the next inode number";
+
+  // Without root_owned the owner is kept.
+  ASSERT_TRUE(WriteNewcTree(tree_, "", out).ok());
+  bool kept = false;
+  auto plain = Parse(ReadFile(out), &err);
+  ASSERT_EQ(plain.size(), 1u) << err;
+  for (const auto& e : plain[0])
+    kept = kept || (e.name == "etc/passwd" && e.uid == 1000 && e.gid == 1000);
+  EXPECT_TRUE(kept);
+
+  // A node that is not a device, or has an absolute name, is refused and writes nothing.
+  for (const NewcNode& bad :
+       {NewcNode{"dev/x", S_IFREG | 0600}, NewcNode{"/dev/console", S_IFCHR | 0600, 5, 1},
+        NewcNode{"", S_IFCHR | 0600}}) {
+    Status b = WriteNewcTree(tree_, "", dir_ + "/bad.cpio", NewcOptions{.nodes = {bad}});
+    EXPECT_EQ(b.code(), Code::kInvalidArgument) << bad.name;
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/bad.cpio"));
+  }
 }
 
 }  // namespace
