@@ -185,7 +185,7 @@ sbx::StatusOr<std::unique_ptr<sbx::Runtime>> OpenInProcess() {
 
 sbx::StatusOr<std::unique_ptr<sbx::Runtime>> OpenRuntime() {
   if (!g_global.server.empty())
-    return sbx::api::OpenRemoteRuntime(g_global.server, g_global.token, g_global.tls);
+    return sbx::client::OpenRemoteRuntime(g_global.server, g_global.token, g_global.tls);
   return OpenInProcess();
 }
 
@@ -221,13 +221,13 @@ int CmdRun(const std::vector<std::string>& args) {
   // what is wrong, so a wrong token or an absent daemon is still an environment failure (exit
   // 3), as when the runtime is opened first.
   const bool remote = !g_global.server.empty();
-  auto rt = remote ? sbx::api::OpenRemoteRuntime(g_global.server, g_global.token, g_global.tls,
-                                                 /*probe=*/false)
+  auto rt = remote ? sbx::client::OpenRemoteRuntime(g_global.server, g_global.token, g_global.tls,
+                                                    /*probe=*/false)
                    : OpenInProcess();
   if (!rt.ok()) return EnvFailure(rt.status());
   sbx::ExecResult r = (*rt)->Run(req);
   if (remote && r.status == sbx::ExecStatus::kSandboxUnavailable) {
-    auto probed = sbx::api::OpenRemoteRuntime(g_global.server, g_global.token, g_global.tls);
+    auto probed = sbx::client::OpenRemoteRuntime(g_global.server, g_global.token, g_global.tls);
     if (!probed.ok()) return EnvFailure(probed.status());
   }
   if (json) {

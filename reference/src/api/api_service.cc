@@ -20,14 +20,14 @@ constexpr const char* kRealm = "Bearer realm=\"sandboxd\"";
 HttpResponse JsonResponse(int status, const json& body) {
   HttpResponse r;
   r.status = status;
-  r.body = DumpJson(body);
+  r.body = wire::DumpJson(body);
   return r;
 }
 
 HttpResponse Error(int http_status, Code code, const std::string& message) {
   HttpResponse r;
   r.status = http_status;
-  r.body = ErrorBody(code, message);
+  r.body = wire::ErrorBody(code, message);
   return r;
 }
 
@@ -70,7 +70,7 @@ std::vector<std::string> Split(std::string_view path) {
 // A body that must be a JSON object.
 StatusOr<json> ObjectBody(const HttpRequest& req) {
   if (req.body.empty()) return InvalidArgument("expected a JSON object as the body");
-  ASSIGN_OR_RETURN(json j, ParseJsonBody(req.body));
+  ASSIGN_OR_RETURN(json j, wire::ParseJsonBody(req.body));
   if (!j.is_object()) return InvalidArgument("expected a JSON object as the body");
   return j;
 }
@@ -78,7 +78,7 @@ StatusOr<json> ObjectBody(const HttpRequest& req) {
 // The optional body of revert/suspend/resume/destroy: empty, {} or {"sandbox": id}.
 Status CheckIdOnlyBody(const HttpRequest& req, const std::string& id, const char* op) {
   if (req.body.empty()) return Status::Ok();
-  ASSIGN_OR_RETURN(json j, ParseJsonBody(req.body));
+  ASSIGN_OR_RETURN(json j, wire::ParseJsonBody(req.body));
   if (!j.is_object())
     return InvalidArgument(fmt::format("{}: expected a JSON object as the body", op));
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -109,7 +109,7 @@ Status CheckTenant(const json& j, const std::string& tenant) {
 // 429 and 503 say "not now": they carry Retry-After (issue 17: past a bound, the caller is
 // told when to come back, never given a half-made sandbox).
 HttpResponse ErrorResponse(const Status& status) {
-  HttpResponse r = Error(HttpStatusFor(status.code()), status.code(), status.message());
+  HttpResponse r = Error(wire::HttpStatusFor(status.code()), status.code(), status.message());
   if (r.status == 429 || r.status == 503) r.headers.push_back({"Retry-After", "1"});
   return r;
 }
@@ -264,7 +264,7 @@ HttpResponse ApiService::Create(const HttpRequest& req, const std::string& tenan
 HttpResponse ApiService::List(const std::string& tenant) {
   json out = json::array();
   for (const SandboxInfo& i : runtime_->List()) {
-    if (Owns(i.id, tenant)) out.push_back(SandboxInfoToJson(i));
+    if (Owns(i.id, tenant)) out.push_back(wire::SandboxInfoToJson(i));
   }
   return JsonResponse(200, {{"sandboxes", out}});
 }
@@ -272,7 +272,7 @@ HttpResponse ApiService::List(const std::string& tenant) {
 HttpResponse ApiService::Get(const std::string& id, const std::string& tenant) {
   if (!Owns(id, tenant)) return NotFoundResponse(id);
   for (const SandboxInfo& i : runtime_->List()) {
-    if (i.id == id) return JsonResponse(200, SandboxInfoToJson(i));
+    if (i.id == id) return JsonResponse(200, wire::SandboxInfoToJson(i));
   }
   Forget(id);
   return NotFoundResponse(id);
@@ -349,7 +349,7 @@ HttpResponse ApiService::PutFile(const HttpRequest& req, const std::string& id,
   if (!j.contains("content_b64") || !j["content_b64"].is_string()) {
     return BadRequest("put_file.content_b64: required, a base64 string");
   }
-  auto content = Base64Decode(j["content_b64"].get<std::string>());
+  auto content = wire::Base64Decode(j["content_b64"].get<std::string>());
   if (!content.ok()) return ErrorResponse(content.status().WithContext("put_file.content_b64"));
   int mode = 0644;
   if (j.contains("mode")) {
@@ -406,7 +406,8 @@ HttpResponse ApiService::Run(const HttpRequest& req, const std::string& tenant) 
   // one: host out of descriptors, memory, a backend missing) is an error answer with its code,
   // so that a client at a bound sees the 503 + Retry-After of every other bound.
   if (result.status == ExecStatus::kSandboxUnavailable) {
-    Code code = result.error_code.empty() ? Code::kSandboxUnavailable : CodeFromName(result.error_code);
+    Code code = result.error_code.empty() ? Code::kSandboxUnavailable
+                                          : wire::CodeFromName(result.error_code);
     if (code == Code::kOk) code = Code::kSandboxUnavailable;
     return ErrorResponse(Status(code, result.reason.empty() ? "no sandbox could be provided" : result.reason));
   }

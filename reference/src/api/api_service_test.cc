@@ -321,10 +321,10 @@ TEST_F(ApiServiceTest, MaxSandboxesPerTenant) {
 TEST_F(ApiServiceTest, PutFileAndGatewayLog) {
   std::string id = CreateFor(kAlice);
   std::string content("bin\0ary\xff", 8);
-  auto r =
-      Call("POST", "/v1/sandboxes/" + id + "/files",
-           json{{"path", "/work/in.bin"}, {"content_b64", Base64Encode(content)}, {"mode", 0755}}
-               .dump());
+  auto r = Call(
+      "POST", "/v1/sandboxes/" + id + "/files",
+      json{{"path", "/work/in.bin"}, {"content_b64", wire::Base64Encode(content)}, {"mode", 0755}}
+          .dump());
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body, "{}");
   auto box = fake_.Get(id);
@@ -390,18 +390,18 @@ TEST(ErrorMapTest, EveryCodeRoundTripsThroughItsNameAndStatus) {
        {Code::kTimeout, Code::kResourceExceeded, Code::kToolError, Code::kSandboxUnavailable,
         Code::kInvalidArgument, Code::kNotFound, Code::kPermissionDenied, Code::kUnauthenticated,
         Code::kFailedPrecondition, Code::kInternal, Code::kUnsupported, Code::kAlreadyExists}) {
-    EXPECT_EQ(CodeFromName(CodeName(c)), c);
-    int http = HttpStatusFor(c);
+    EXPECT_EQ(wire::CodeFromName(CodeName(c)), c);
+    int http = wire::HttpStatusFor(c);
     EXPECT_GE(http, 400) << CodeName(c);
-    Status back = StatusFromErrorResponse(http, ErrorBody(c, "m"));
+    Status back = wire::StatusFromErrorResponse(http, wire::ErrorBody(c, "m"));
     EXPECT_EQ(back.code(), c);
     EXPECT_EQ(back.message(), "m");
   }
-  EXPECT_EQ(CodeFromName("no_such_code"), Code::kOk);
+  EXPECT_EQ(wire::CodeFromName("no_such_code"), Code::kOk);
   // A body that is not an error object still yields a Status from the HTTP status.
-  EXPECT_EQ(StatusFromErrorResponse(404, "<html>").code(), Code::kNotFound);
-  EXPECT_EQ(StatusFromErrorResponse(418, "").code(), Code::kInvalidArgument);
-  EXPECT_EQ(StatusFromErrorResponse(599, "").code(), Code::kInternal);
+  EXPECT_EQ(wire::StatusFromErrorResponse(404, "<html>").code(), Code::kNotFound);
+  EXPECT_EQ(wire::StatusFromErrorResponse(418, "").code(), Code::kInvalidArgument);
+  EXPECT_EQ(wire::StatusFromErrorResponse(599, "").code(), Code::kInternal);
 }
 
 TEST(AuthTest, ConfigurationErrors) {
@@ -428,24 +428,26 @@ TEST(AuthTest, ConfigurationErrors) {
 TEST(WireTest, Base64AndJsonSafety) {
   for (std::string s : {std::string(""), std::string("f"), std::string("fo"), std::string("foo"),
                         std::string("foob"), std::string("\0\xff\x10", 3)}) {
-    auto back = Base64Decode(Base64Encode(s));
+    auto back = wire::Base64Decode(wire::Base64Encode(s));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, s);
   }
-  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(wire::Base64Encode("foobar"), "Zm9vYmFy");
   for (const char* bad :
        {"Zg=", "Zg=a", "Z===", "Zm9v YmFy", "Zh==", "Zm9=", "====", "Zm9vYmFy\n"}) {
-    EXPECT_FALSE(Base64Decode(bad).ok()) << bad;
+    EXPECT_FALSE(wire::Base64Decode(bad).ok()) << bad;
   }
   // Binary output of a command never breaks the JSON answer.
   json j = {{"stdout", std::string("\xff\xfe ok", 5)}};
-  EXPECT_NE(DumpJson(j).find("ok"), std::string::npos);
-  EXPECT_FALSE(
-      ParseJsonBody(std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']'))
-          .ok());
+  EXPECT_NE(wire::DumpJson(j).find("ok"), std::string::npos);
+  EXPECT_FALSE(wire::ParseJsonBody(std::string(wire::kMaxJsonDepth + 1, '[') +
+                                   std::string(wire::kMaxJsonDepth + 1, ']'))
+                   .ok());
+  EXPECT_TRUE(wire::ParseJsonBody(std::string(wire::kMaxJsonDepth, '[') +
+                                  std::string(wire::kMaxJsonDepth, ']'))
+                  .ok());
   EXPECT_TRUE(
-      ParseJsonBody(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']')).ok());
-  EXPECT_TRUE(ParseJsonBody(R"({"s":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["})").ok());
+      wire::ParseJsonBody(R"({"s":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["})").ok());
 }
 
 TEST(WireTest, SpecsAndResultsSurviveTheWire) {
@@ -460,7 +462,7 @@ TEST(WireTest, SpecsAndResultsSurviveTheWire) {
   s.hosts["mirror.test"] = "127.0.0.1:8080";
   s.env["A"] = "b";
   s.secrets["K"] = "v";
-  auto back = SandboxSpecFromJson(SandboxSpecToJson(s));
+  auto back = SandboxSpecFromJson(wire::SandboxSpecToJson(s));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->template_name, "t");
   EXPECT_EQ(back->trust, Trust::kUntrusted);
@@ -473,7 +475,7 @@ TEST(WireTest, SpecsAndResultsSurviveTheWire) {
   e.argv = {"ls", "-l"};
   e.timeout_s = 2.5;
   e.stdin_data = "in";
-  auto eback = ExecSpecFromJson(ExecSpecToJson(e));
+  auto eback = ExecSpecFromJson(wire::ExecSpecToJson(e));
   ASSERT_TRUE(eback.ok());
   EXPECT_EQ(eback->argv, e.argv);
   EXPECT_EQ(eback->timeout_s, 2.5);
@@ -490,7 +492,7 @@ TEST(WireTest, SpecsAndResultsSurviveTheWire) {
   r.stages.execute = 0.5;
   r.usage.oom_kills = 1;
   json j = r;
-  auto rback = ExecResultFromJson(json::parse(DumpJson(j)));
+  auto rback = wire::ExecResultFromJson(json::parse(wire::DumpJson(j)));
   ASSERT_TRUE(rback.ok()) << rback.status().ToString();
   EXPECT_EQ(rback->status, ExecStatus::kResourceExceeded);
   EXPECT_EQ(rback->state, SandboxState::kCrashed);
@@ -499,9 +501,9 @@ TEST(WireTest, SpecsAndResultsSurviveTheWire) {
   EXPECT_EQ(rback->stages.execute, 0.5);
   EXPECT_EQ(rback->stages.allocate, -1);
   EXPECT_EQ(rback->usage.oom_kills, 1);
-  EXPECT_FALSE(ExecResultFromJson(json{{"status", "exploded"}}).ok());
-  EXPECT_FALSE(ExecResultFromJson(json{{"exit", "zero"}}).ok());
-  EXPECT_TRUE(ExecResultFromJson(json{{"status", "ok"}, {"future_key", 1}}).ok());
+  EXPECT_FALSE(wire::ExecResultFromJson(json{{"status", "exploded"}}).ok());
+  EXPECT_FALSE(wire::ExecResultFromJson(json{{"exit", "zero"}}).ok());
+  EXPECT_TRUE(wire::ExecResultFromJson(json{{"status", "ok"}, {"future_key", 1}}).ok());
 }
 
 }  // namespace

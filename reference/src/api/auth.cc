@@ -50,7 +50,7 @@ StatusOr<Authenticator> Authenticator::Create(std::vector<TenantCredential> cred
   Status bad;
   for (auto& c : credentials) {
     Status s = ValidateTenantName(c.tenant);
-    if (s.ok()) s = ValidateToken(c.token).WithContext(fmt::format("tenant '{}'", c.tenant));
+    if (s.ok()) s = wire::ValidateToken(c.token).WithContext(fmt::format("tenant '{}'", c.tenant));
     if (s.ok() && !names.insert(c.tenant).second)
       s = InvalidArgument(fmt::format("tenant '{}' twice", c.tenant));
     if (s.ok()) {
@@ -63,7 +63,7 @@ StatusOr<Authenticator> Authenticator::Create(std::vector<TenantCredential> cred
       }
       a.entries_.push_back({c.tenant, d});
     }
-    ZeroString(&c.token);
+    wire::ZeroString(&c.token);
     if (bad.ok() && !s.ok()) bad = s;
   }
   if (!bad.ok()) return bad;
@@ -82,7 +82,7 @@ Authenticator::Result Authenticator::Authenticate(const std::string* authorizati
   }
   std::string_view token = v.substr(kScheme.size());
   while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
-  if (token.empty() || token.size() > kMaxTokenLength ||
+  if (token.empty() || token.size() > wire::kMaxTokenLength ||
       token.find(' ') != std::string_view::npos) {
     return Result::kInvalid;
   }

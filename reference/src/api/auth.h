@@ -27,7 +27,7 @@ struct TenantCredential {
 // A tenant name: 1..64 of [a-z0-9_-], starting with a letter or digit (it is recorded on the
 // sandbox and keys warm pools, POOL-4).
 Status ValidateTenantName(std::string_view name);
-// ValidateToken (the token's syntax): client/token.h.
+// wire::ValidateToken (the token's syntax): client/token.h.
 
 class Authenticator {
  public:

@@ -134,7 +134,7 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
       if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
       ASSIGN_OR_RETURN(tc.token, ReadTokenFile(p.string()));
     }
-    RETURN_IF_ERROR(ValidateToken(tc.token).WithContext(what));
+    RETURN_IF_ERROR(wire::ValidateToken(tc.token).WithContext(what));
     ASSIGN_OR_RETURN(tc.max_sandboxes, GetInt(t, "max_sandboxes", what, 1, 10000, 16));
     if (t.contains("floor")) {
       if (!t["floor"].is_string() || !selection::ParseBackend(t["floor"].get<std::string>()).ok())
@@ -262,7 +262,7 @@ StatusOr<DaemonConfig> ParseDaemonConfig(const json& j, const std::string& base_
         RETURN_IF_ERROR(ValidateTenantName(t.key()).WithContext(what + ".tokens"));
         if (!t.value().is_string()) return InvalidArgument(tw + ": expected a string");
         std::string token = t.value().get<std::string>();
-        RETURN_IF_ERROR(ValidateToken(token).WithContext(tw));
+        RETURN_IF_ERROR(wire::ValidateToken(token).WithContext(tw));
         rw.tokens[t.key()] = std::move(token);
       }
       c.remote_workers.push_back(std::move(rw));
@@ -288,8 +288,8 @@ StatusOr<DaemonConfig> LoadDaemonConfig(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   std::string text = ss.str();
-  auto j = ParseJsonBody(text);
-  ZeroString(&text);
+  auto j = wire::ParseJsonBody(text);
+  wire::ZeroString(&text);
   if (!j.ok()) return j.status().WithContext("config " + path);
   std::string base = std::filesystem::path(path).parent_path().string();
   auto c = ParseDaemonConfig(*j, base.empty() ? "." : base);

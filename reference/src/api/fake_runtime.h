@@ -58,7 +58,7 @@ class FakeRuntime final : public Runtime {
 
   StatusOr<std::string> Create(const SandboxSpec& spec) override {
     if (spec.template_name.rfind("fail-", 0) == 0) {
-      return Status(CodeFromName(spec.template_name.substr(5)), "fake create failure");
+      return Status(wire::CodeFromName(spec.template_name.substr(5)), "fake create failure");
     }
     std::lock_guard lock(mu_);
     last_spec_ = spec;
@@ -80,7 +80,8 @@ class FakeRuntime final : public Runtime {
     if (cmd.rfind("sleep ", 0) == 0) {
       std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(cmd.substr(6))));
     }
-    if (cmd.rfind("fail ", 0) == 0) return Status(CodeFromName(cmd.substr(5)), "fake exec failure");
+    if (cmd.rfind("fail ", 0) == 0)
+      return Status(wire::CodeFromName(cmd.substr(5)), "fake exec failure");
     ExecResult r;
     r.backend = "native";
     r.sandbox_id = id;

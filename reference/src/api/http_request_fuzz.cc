@@ -91,7 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(resp.response.body.size() <= 4096);
 
   // Request bodies reach the JSON parser: no input may crash it (deep nesting is refused).
-  auto json = sbx::api::ParseJsonBody(input);
+  auto json = sbx::wire::ParseJsonBody(input);
   (void)json;
   return 0;
 }

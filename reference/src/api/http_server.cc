@@ -56,7 +56,7 @@ bool WriteAll(int fd, std::string_view data, double timeout_s) {
 HttpResponse ProtocolError(int status, const std::string& message) {
   HttpResponse r;
   r.status = status;
-  r.body = ErrorBody(Code::kInvalidArgument, message);
+  r.body = wire::ErrorBody(Code::kInvalidArgument, message);
   return r;
 }
 
@@ -280,7 +280,8 @@ void HttpServer::AddConnection(host::UniqueFd fd) {
     HttpResponse r;
     r.status = 503;
     r.headers.push_back({"Retry-After", "1"});
-    r.body = ErrorBody(Code::kSandboxUnavailable, "sandboxd: too many connections, try again");
+    r.body =
+        wire::ErrorBody(Code::kSandboxUnavailable, "sandboxd: too many connections, try again");
     std::string bytes = SerializeResponse(r, false);
     ssize_t w = send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
@@ -478,7 +479,8 @@ void HttpServer::WorkerLoop() {
         // The handler must not throw; if it does, the caller gets a 500, never a dead server.
         response = HttpResponse{};
         response.status = 500;
-        response.body = ErrorBody(Code::kInternal, "internal error while handling the request");
+        response.body =
+            wire::ErrorBody(Code::kInternal, "internal error while handling the request");
       }
     }
     ++requests_;

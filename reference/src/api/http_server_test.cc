@@ -221,7 +221,7 @@ class ServerTest : public ::testing::TestWithParam<bool /*tcp*/> {
   }
 
   std::unique_ptr<Runtime> Client(const char* token = kAlice) {
-    auto rt = OpenRemoteRuntime(Url(), token);
+    auto rt = client::OpenRemoteRuntime(Url(), token);
     EXPECT_TRUE(rt.ok()) << rt.status().ToString();
     return rt.ok() ? std::move(rt).value() : nullptr;
   }
@@ -303,20 +303,21 @@ TEST_P(ServerTest, RemoteRuntimeRoundTrip) {
 
 TEST_P(ServerTest, WrongTokenAbsentServerAndBadUrls) {
   Start();
-  auto wrong = OpenRemoteRuntime(Url(), "alice-token-0123456780");
+  auto wrong = client::OpenRemoteRuntime(Url(), "alice-token-0123456780");
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), Code::kUnauthenticated);
-  EXPECT_EQ(OpenRemoteRuntime(Url(), "").status().code(), Code::kUnauthenticated);
-  EXPECT_EQ(OpenRemoteRuntime(Url(), "alice-token-01234\r\nX: y").status().code(),
+  EXPECT_EQ(client::OpenRemoteRuntime(Url(), "").status().code(), Code::kUnauthenticated);
+  EXPECT_EQ(client::OpenRemoteRuntime(Url(), "alice-token-01234\r\nX: y").status().code(),
             Code::kUnauthenticated);
-  EXPECT_EQ(OpenRemoteRuntime("unix:" + dir_ + "/none.sock", kAlice).status().code(),
+  EXPECT_EQ(client::OpenRemoteRuntime("unix:" + dir_ + "/none.sock", kAlice).status().code(),
             Code::kSandboxUnavailable);
-  EXPECT_EQ(OpenRemoteRuntime("ftp://x", kAlice).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(OpenRemoteRuntime("http://127.0.0.1:99999", kAlice).status().code(),
+  EXPECT_EQ(client::OpenRemoteRuntime("ftp://x", kAlice).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(client::OpenRemoteRuntime("http://127.0.0.1:99999", kAlice).status().code(),
             Code::kInvalidArgument);
-  EXPECT_EQ(OpenRemoteRuntime("http://:8080", kAlice).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(client::OpenRemoteRuntime("http://:8080", kAlice).status().code(),
+            Code::kInvalidArgument);
   // A base path is a URL's (sandboxd behind a proxy, sbx/http_client.h): nothing listens here.
-  EXPECT_EQ(OpenRemoteRuntime("http://127.0.0.1:1/prefix", kAlice).status().code(),
+  EXPECT_EQ(client::OpenRemoteRuntime("http://127.0.0.1:1/prefix", kAlice).status().code(),
             Code::kSandboxUnavailable);
 }
 
@@ -494,7 +495,7 @@ TEST_P(ServerTest, ParallelClientsAreServedConcurrently) {
   std::vector<std::future<bool>> all;
   for (const auto& id : ids) {
     all.push_back(std::async(std::launch::async, [&, id] {
-      auto c = OpenRemoteRuntime(Url(), kAlice);
+      auto c = client::OpenRemoteRuntime(Url(), kAlice);
       return c.ok() && (*c)->Exec(id, e).ok();
     }));
   }

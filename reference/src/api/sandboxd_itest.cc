@@ -163,7 +163,7 @@ class Sandboxd : public ::testing::Test {
   }
 
   static std::unique_ptr<Runtime> Client(const std::string& url, const char* token) {
-    auto rt = OpenRemoteRuntime(url, token);
+    auto rt = client::OpenRemoteRuntime(url, token);
     EXPECT_TRUE(rt.ok()) << url << ": " << rt.status().ToString();
     return rt.ok() ? std::move(rt).value() : nullptr;
   }
@@ -253,7 +253,7 @@ TEST_F(Sandboxd, TokensAreRequiredAndTenantsAreIsolated) {
       ASSERT_NE(r.Header("www-authenticate"), nullptr);
       EXPECT_EQ(json::parse(r.body)["error"]["code"], "unauthenticated");
     }
-    EXPECT_EQ(OpenRemoteRuntime(urls[0], "alice-itest-token-0123456780").status().code(),
+    EXPECT_EQ(client::OpenRemoteRuntime(urls[0], "alice-itest-token-0123456780").status().code(),
               Code::kUnauthenticated);
     // Alice and bob's sandbox: exactly the answers for a sandbox that does not exist.
     struct Op {
@@ -348,7 +348,7 @@ TEST_F(Sandboxd, EightParallelClients) {
   for (int i = 0; i < 8; ++i) {
     clients.push_back(std::async(std::launch::async, [&, i]() -> std::string {
       const char* token = i % 2 ? kBob : kAlice;
-      auto rt = OpenRemoteRuntime(urls[static_cast<size_t>(i / 2 % 2)], token);
+      auto rt = client::OpenRemoteRuntime(urls[static_cast<size_t>(i / 2 % 2)], token);
       if (!rt.ok()) return "open: " + rt.status().ToString();
       auto id = (*rt)->Create(SandboxSpec{});
       if (!id.ok()) return "create: " + id.status().ToString();
@@ -431,7 +431,7 @@ TEST(SandboxdShutdown, DestroyingTheRuntimeReclaimsEverySandbox) {
         std::move(l).value(), [&](const HttpRequest& r) { return service.Handle(r); },
         [&](const HttpRequest& h) { return service.HeadCheck(h); }, ServerOptions{});
     ASSERT_TRUE(server.Start().ok());
-    auto client = OpenRemoteRuntime("unix:" + dir + "/d.sock", kAlice);
+    auto client = client::OpenRemoteRuntime("unix:" + dir + "/d.sock", kAlice);
     ASSERT_TRUE(client.ok());
     for (int i = 0; i < 3; ++i) {
       auto id = (*client)->Create(SandboxSpec{});

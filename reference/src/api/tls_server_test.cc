@@ -201,7 +201,7 @@ class TlsTest : public ::testing::Test {
 
   StatusOr<std::unique_ptr<Runtime>> Open(const http::TlsOptions& t,
                                           const char* host = "127.0.0.1") {
-    return OpenRemoteRuntime(Url(host), kAlice, t);
+    return client::OpenRemoteRuntime(Url(host), kAlice, t);
   }
 
   // GET /v1/info with the CA: the server still answers.
@@ -289,7 +289,7 @@ TEST_F(TlsTest, AWrongCaOrAWrongHostIsRefused) {
 
 TEST_F(TlsTest, HttpsWithoutTrustIsRefusedBeforeConnecting) {
   Start();
-  auto rt = OpenRemoteRuntime(Url(), kAlice);
+  auto rt = client::OpenRemoteRuntime(Url(), kAlice);
   ASSERT_FALSE(rt.ok());
   EXPECT_EQ(rt.status().code(), Code::kInvalidArgument);
   EXPECT_NE(rt.status().message().find("unverified TLS is refused"), std::string::npos);
@@ -297,7 +297,7 @@ TEST_F(TlsTest, HttpsWithoutTrustIsRefusedBeforeConnecting) {
   ASSERT_FALSE(call.ok());
   EXPECT_EQ(call.status().code(), Code::kInvalidArgument);
   // Trust for a plain URL is a mistake too (it would protect nothing).
-  EXPECT_EQ(OpenRemoteRuntime("http://127.0.0.1:1", kAlice, {.ca_file = certs_->ca})
+  EXPECT_EQ(client::OpenRemoteRuntime("http://127.0.0.1:1", kAlice, {.ca_file = certs_->ca})
                 .status()
                 .code(),
             Code::kInvalidArgument);
@@ -401,8 +401,8 @@ TEST_F(TlsTest, ATlsClientToAPlainServerIsUnavailable) {
       std::move(l).value(), [&](const HttpRequest& r) { return svc.Handle(r); },
       [&](const HttpRequest& h) { return svc.HeadCheck(h); }, ServerOptions{});
   ASSERT_TRUE(plain.Start().ok());
-  auto rt = OpenRemoteRuntime(fmt::format("https://127.0.0.1:{}", plain.address().port), kAlice,
-                              {.ca_file = certs_->ca});
+  auto rt = client::OpenRemoteRuntime(fmt::format("https://127.0.0.1:{}", plain.address().port),
+                                      kAlice, {.ca_file = certs_->ca});
   ASSERT_FALSE(rt.ok());
   EXPECT_EQ(rt.status().code(), Code::kSandboxUnavailable) << rt.status().ToString();
   EXPECT_NE(rt.status().message().find("TLS"), std::string::npos) << rt.status().ToString();

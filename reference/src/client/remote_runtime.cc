@@ -12,7 +12,7 @@
 #include "wire/token.h"
 #include "wire/wire.h"
 
-namespace sbx::api {
+namespace sbx::client {
 namespace {
 
 using nlohmann::json;
@@ -36,7 +36,7 @@ class RemoteRuntime final : public Runtime {
         token_(std::move(token)),
         bounds_(bounds),
         tls_(std::move(tls)) {}
-  ~RemoteRuntime() override { ZeroString(&token_); }
+  ~RemoteRuntime() override { wire::ZeroString(&token_); }
 
   // GET/DELETE/POST returning the body as JSON, or the server's error as a Status.
   StatusOr<json> Call(std::string_view method, const std::string& path, const json* body,
@@ -48,14 +48,14 @@ class RemoteRuntime final : public Runtime {
     req.headers = {{"Authorization", "Bearer " + token_}, {"Accept", "application/json"}};
     if (body) {
       req.headers.push_back({"Content-Type", "application/json"});
-      req.body = DumpJson(*body);
+      req.body = wire::DumpJson(*body);
     }
     auto resp =
         http::Call(endpoint_, req, {.timeout_s = timeout_s, .who = "sandboxd", .tls = tls_});
-    ZeroString(&req.headers[0].value);
+    wire::ZeroString(&req.headers[0].value);
     if (!resp.ok()) return resp.status();
-    if (resp->status >= 400) return StatusFromErrorResponse(resp->status, resp->body);
-    auto j = ParseJsonBody(resp->body);
+    if (resp->status >= 400) return wire::StatusFromErrorResponse(resp->status, resp->body);
+    auto j = wire::ParseJsonBody(resp->body);
     if (!j.ok())
       return Status(Code::kInternal, "sandboxd answered malformed JSON: " + j.status().message());
     return j;
@@ -82,12 +82,13 @@ class RemoteRuntime final : public Runtime {
   }
 
   ExecResult Run(const ExecRequest& request) override {
-    json body = SandboxSpecToJson(request.sandbox);
+    json body = wire::SandboxSpecToJson(request.sandbox);
     if (request.sandbox.tenant == SandboxSpec{}.tenant) body.erase("tenant");
-    json exec = ExecSpecToJson(request.exec);
+    json exec = wire::ExecSpecToJson(request.exec);
     for (auto it = exec.begin(); it != exec.end(); ++it) body[it.key()] = it.value();
     auto j = Call("POST", "/v1/run", &body, request.exec.timeout_s + bounds_.call_timeout_s);
-    StatusOr<ExecResult> r = j.ok() ? ExecResultFromJson(*j) : StatusOr<ExecResult>(j.status());
+    StatusOr<ExecResult> r =
+        j.ok() ? wire::ExecResultFromJson(*j) : StatusOr<ExecResult>(j.status());
     if (r.ok()) return *r;
     ExecResult failed;
     failed.status = ExecStatus::kSandboxUnavailable;
@@ -99,7 +100,7 @@ class RemoteRuntime final : public Runtime {
   }
 
   StatusOr<std::string> Create(const SandboxSpec& spec) override {
-    json body = SandboxSpecToJson(spec);
+    json body = wire::SandboxSpecToJson(spec);
     // The server creates for the token's tenant; "default" (the model's default) means "mine".
     if (spec.tenant == SandboxSpec{}.tenant) body.erase("tenant");
     ASSIGN_OR_RETURN(json j, Call("POST", "/v1/sandboxes", &body));
@@ -111,10 +112,10 @@ class RemoteRuntime final : public Runtime {
 
   StatusOr<ExecResult> Exec(const std::string& id, const ExecSpec& exec) override {
     if (!PlainId(id)) return NoSuchSandbox(id);
-    json body = ExecSpecToJson(exec);
+    json body = wire::ExecSpecToJson(exec);
     ASSIGN_OR_RETURN(
         json j, Call("POST", "/v1/sandboxes/" + id + "/exec", &body, exec.timeout_s + bounds_.exec_slack_s));
-    return ExecResultFromJson(j);
+    return wire::ExecResultFromJson(j);
   }
 
   StatusOr<double> Revert(const std::string& id) override { return Seconds("POST", id, "/revert"); }
@@ -127,7 +128,7 @@ class RemoteRuntime final : public Runtime {
   Status PutFile(const std::string& id, const std::string& path, const std::string& content,
                  int mode) override {
     if (!PlainId(id)) return NoSuchSandbox(id);
-    json body = {{"path", path}, {"content_b64", Base64Encode(content)}, {"mode", mode}};
+    json body = {{"path", path}, {"content_b64", wire::Base64Encode(content)}, {"mode", mode}};
     auto j = Call("POST", "/v1/sandboxes/" + id + "/files", &body);
     return j.ok() ? Status::Ok() : j.status();
   }
@@ -137,7 +138,7 @@ class RemoteRuntime final : public Runtime {
     auto j = Call("GET", "/v1/sandboxes", nullptr);
     if (!j.ok() || !j->contains("sandboxes") || !(*j)["sandboxes"].is_array()) return out;
     for (const json& e : (*j)["sandboxes"]) {
-      auto info = SandboxInfoFromJson(e);
+      auto info = wire::SandboxInfoFromJson(e);
       if (info.ok()) out.push_back(*info);
     }
     return out;
@@ -190,7 +191,8 @@ StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
   if (token.empty())
     return Status(Code::kUnauthenticated, "no token for sandboxd (--token or SANDBOXD_TOKEN)");
   // A token goes into a header line: refuse what could break out of it.
-  if (Status s = ValidateToken(token); !s.ok()) return Status(Code::kUnauthenticated, s.message());
+  if (Status s = wire::ValidateToken(token); !s.ok())
+    return Status(Code::kUnauthenticated, s.message());
   ASSIGN_OR_RETURN(http::Endpoint endpoint, http::ParseEndpoint(url));
   if (endpoint.tls && tls.ca_file.empty() && tls.pin_sha256.empty()) {
     return InvalidArgument(fmt::format(
@@ -206,4 +208,4 @@ StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
   return std::unique_ptr<Runtime>(std::move(rt));
 }
 
-}  // namespace sbx::api
+}  // namespace sbx::client

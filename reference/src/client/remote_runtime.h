@@ -22,7 +22,7 @@
 #include "sbx/runtime.h"
 #include "sbx/status.h"
 
-namespace sbx::api {
+namespace sbx::client {
 
 // url: "unix:/run/sandcheck/sandboxd.sock", "http://127.0.0.1:PORT" or "https://HOST:PORT"
 // (https: `tls` must say how the server is trusted, sbx/http_client.h). With `probe` (the
@@ -52,4 +52,4 @@ StatusOr<std::unique_ptr<Runtime>> OpenRemoteRuntime(const std::string& url,
                                                      RemoteCallBounds bounds,
                                                      const http::TlsOptions& tls = {});
 
-}  // namespace sbx::api
+}  // namespace sbx::client

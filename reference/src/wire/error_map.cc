@@ -7,7 +7,7 @@
 
 #include "wire/wire.h"
 
-namespace sbx::api {
+namespace sbx::wire {
 namespace {
 
 struct Row {
@@ -92,4 +92,4 @@ Status StatusFromErrorResponse(int http_status, std::string_view body) {
                             http_status, excerpt));
 }
 
-}  // namespace sbx::api
+}  // namespace sbx::wire

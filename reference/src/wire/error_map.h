@@ -11,7 +11,7 @@
 
 #include "sbx/status.h"
 
-namespace sbx::api {
+namespace sbx::wire {
 
 // The HTTP status sandboxd answers for a runtime error code (500 for a code not in the table).
 int HttpStatusFor(Code code);
@@ -29,4 +29,4 @@ std::string ErrorBody(Code code, std::string_view message);
 // The Status carried by an HTTP error answer (status >= 400) with body `body`.
 Status StatusFromErrorResponse(int http_status, std::string_view body);
 
-}  // namespace sbx::api
+}  // namespace sbx::wire

@@ -5,7 +5,7 @@
 
 #include <cctype>
 
-namespace sbx::api {
+namespace sbx::wire {
 namespace {
 
 bool IsToken68Char(unsigned char c) {
@@ -34,4 +34,4 @@ Status ValidateToken(std::string_view token) {
   return Status::Ok();
 }
 
-}  // namespace sbx::api
+}  // namespace sbx::wire

@@ -11,7 +11,7 @@
 
 #include "sbx/status.h"
 
-namespace sbx::api {
+namespace sbx::wire {
 
 inline constexpr size_t kMinTokenLength = 16;
 inline constexpr size_t kMaxTokenLength = 512;
@@ -23,4 +23,4 @@ Status ValidateToken(std::string_view token);
 // Overwrites a string's bytes with zeros (not optimised away) and clears it.
 void ZeroString(std::string* s);
 
-}  // namespace sbx::api
+}  // namespace sbx::wire

@@ -4,7 +4,7 @@
 
 #include <array>
 
-namespace sbx::api {
+namespace sbx::wire {
 
 using nlohmann::json;
 
@@ -243,4 +243,4 @@ StatusOr<SandboxInfo> SandboxInfoFromJson(const json& j) {
   return i;
 }
 
-}  // namespace sbx::api
+}  // namespace sbx::wire

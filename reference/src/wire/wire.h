@@ -13,7 +13,7 @@
 #include "sbx/runtime.h"
 #include "sbx/status.h"
 
-namespace sbx::api {
+namespace sbx::wire {
 
 inline constexpr int kMaxJsonDepth = 32;
 
@@ -47,4 +47,4 @@ StatusOr<SandboxInfo> SandboxInfoFromJson(const nlohmann::json& j);
 StatusOr<ExecStatus> ParseExecStatus(std::string_view s);
 StatusOr<SandboxState> ParseSandboxState(std::string_view s);
 
-}  // namespace sbx::api
+}  // namespace sbx::wire

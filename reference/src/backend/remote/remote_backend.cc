@@ -66,14 +66,14 @@ class Worker {
       return Status(Code::kPermissionDenied,
                     fmt::format("worker {} has no token for tenant '{}'", cfg_.name, tenant));
     }
-    ASSIGN_OR_RETURN(
-        std::unique_ptr<Runtime> rt,
-        api::OpenRemoteRuntime(cfg_.url, tok->second, /*probe=*/false,
-                               {.call_timeout_s = call_timeout_s_, .exec_slack_s = call_timeout_s_},
-                               {.ca_file = cfg_.ca_file,
-                                .pin_sha256 = cfg_.pin_sha256,
-                                .client_cert_file = cfg_.client_cert_file,
-                                .client_key_file = cfg_.client_key_file}));
+    ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt,
+                     client::OpenRemoteRuntime(
+                         cfg_.url, tok->second, /*probe=*/false,
+                         {.call_timeout_s = call_timeout_s_, .exec_slack_s = call_timeout_s_},
+                         {.ca_file = cfg_.ca_file,
+                          .pin_sha256 = cfg_.pin_sha256,
+                          .client_cert_file = cfg_.client_cert_file,
+                          .client_key_file = cfg_.client_key_file}));
     Runtime* raw = rt.get();
     clients_[tenant] = std::move(rt);
     return raw;
