@@ -5,6 +5,7 @@
 // runtime serialises operations per sandbox).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,11 @@ class EgressService;
 }
 
 namespace sbx::backend {
+
+// Seconds from `t0` to now on the steady clock: what the backends' stage timings are made of.
+inline double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // Shared services a backend may use. Pointers are owned by the runtime and outlive backends.
 struct BackendContext {

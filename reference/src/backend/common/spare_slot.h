@@ -1,7 +1,7 @@
 // The spare instance of a persistent sandbox (native, oci, gvisor): built in the background from
 // the latest durable snapshot, so that a revert is a swap (SNAP-2, POOL-8; docs/snapshots.md).
 // One scheme for any instance type T. (The microVM backend keeps spare clones per template
-// instead: SpareClones in microvm_backend.cc, shared by every sandbox of that template.)
+// instead: SpareClones in microvm_sandbox.h, shared by every sandbox of that template.)
 //
 // Thread-safety: all members are thread-safe; the background task holds a shared_ptr.
 #pragma once

@@ -42,9 +42,6 @@ namespace sbx::backend {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // gVisor's own host threads (Sentry, Gofer, ptrace stubs) count against pids.max: about 20 at
 // rest here, and on ptrace about 12 more per guest process (40 guest processes: 489 host
@@ -100,7 +97,8 @@ class GvisorSandbox final : public ContainerSandbox {
     ASSIGN_OR_RETURN(current_, StartInstance(ctx_, rt_, NextRequest(), nullptr));
     keep_spare_ = true;
     ScheduleSpare();
-    if (timings && timings->initialize >= 0) timings->initialize = Since(t0) - timings->allocate;
+    if (timings && timings->initialize >= 0)
+      timings->initialize = SecondsSince(t0) - timings->allocate;
     return Status::Ok();
   }
 
@@ -144,7 +142,7 @@ class GvisorSandbox final : public ContainerSandbox {
       std::error_code ec;
       std::filesystem::remove_all(previous, ec);
     }
-    return Since(t0);
+    return SecondsSince(t0);
   }
 
   // Restores the suspended state into a new container (and network namespace).
@@ -171,7 +169,7 @@ class GvisorSandbox final : public ContainerSandbox {
     }
     current_ = std::move(restored).value();
     if (keep_spare_) ScheduleSpare();
-    return Since(t0);
+    return SecondsSince(t0);
   }
 
  private:
@@ -234,7 +232,7 @@ class GvisorBackend final : public Backend {
         auto t0 = Clock::now();
         Status s = TryPlatform(p);
         findings_ += fmt::format("{}{}: {} ({:.2f} s)", findings_.empty() ? "" : "; ", p,
-                                 s.ok() ? "works" : s.message(), Since(t0));
+                                 s.ok() ? "works" : s.message(), SecondsSince(t0));
         if (s.ok() && chosen.empty()) chosen = p;
         if (s.ok()) break;  // candidates are in order of preference
       }
@@ -263,7 +261,7 @@ class GvisorBackend final : public Backend {
                                             StageTimings* timings, CreateMode mode) override {
     auto t0 = Clock::now();
     ASSIGN_OR_RETURN(host::Image image, ctx_.images->Get(spec.template_name));
-    double image_s = Since(t0);
+    double image_s = SecondsSince(t0);
     auto sb = std::make_unique<GvisorSandbox>(ctx_, ForSandbox(rt_, !spec.egress.empty()), "gvisor",
                                               id, spec, image.rootfs_dir);
     RETURN_IF_ERROR(sb->Start(timings, mode));

@@ -2,11 +2,11 @@
 // saved as a template, and copy-on-write clones restored from it, each driven through the guest
 // agent (reference/src/backend/microvm/guest/) over a virtio-serial port.
 //
-// The backend (microvm_backend.cc) holds a Template per guest image and makes a Vm per sandbox
-// (and per revert). The layer's files: microvm_protocol.cc (the agent's wire protocol; its
-// numbers in microvm_agent_protocol.h, shared with the agent), microvm_channels.{h,cc} (QMP and
-// the agent's socket), microvm_spawn.{h,cc} (QEMU's start), microvm_vm.cc (QemuVm),
-// microvm_template.cc (Template and Vm).
+// The backend (microvm_backend.cc, microvm_sandbox.h) holds a Template per guest image and makes a
+// Vm per sandbox (and per revert). The layer's files: microvm_protocol.cc (the agent's wire
+// protocol; its numbers in microvm_agent_protocol.h, shared with the agent),
+// microvm_channels.{h,cc} (QMP and the agent's socket), microvm_spawn.{h,cc} (QEMU's start),
+// microvm_vm.cc (QemuVm), microvm_template.cc (Template and Vm).
 //
 // Ownership: every QEMU process has exactly one owner, the Template or Vm object that started it;
 // its destructor kills the process, reaps it and removes the state directory. Every QEMU is

@@ -28,9 +28,6 @@ namespace sbx::backend {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 class NativeSandbox final : public Sandbox {
  public:
@@ -108,7 +105,7 @@ class NativeSandbox final : public Sandbox {
     ctx_.background([old] { old->Teardown(nullptr); });
     ASSIGN_OR_RETURN(current_, TakeSpare());
     if (keep_spare_) ScheduleSpare();
-    return Since(t0);
+    return SecondsSince(t0);
   }
 
   // SNAP-3 (native): freeze every process (cgroup freezer) and make the filesystem layer a
@@ -126,7 +123,7 @@ class NativeSandbox final : public Sandbox {
       suspended_ = false;
       return snap;
     }
-    return Since(t0);
+    return SecondsSince(t0);
   }
 
   StatusOr<double> Resume() override {
@@ -135,7 +132,7 @@ class NativeSandbox final : public Sandbox {
     auto t0 = Clock::now();
     RETURN_IF_ERROR(current_->cgroup()->Thaw());
     suspended_ = false;
-    return Since(t0);
+    return SecondsSince(t0);
   }
 
   Status PutFile(const std::string& path, const std::string& content, int mode) override {
@@ -240,7 +237,7 @@ class NativeSandbox final : public Sandbox {
       // One network per instance: a spare and the current instance are attached at once.
       ASSIGN_OR_RETURN(cfg.net, svc->Attach(cfg.id, c.egress, c.hosts));
     }
-    double attach_s = Since(t0);
+    double attach_s = SecondsSince(t0);
     auto inst = Instance::Spawn(ctx, std::move(cfg), timings);
     if (inst.ok() && timings && timings->allocate >= 0) timings->allocate += attach_s;
     return inst;
@@ -329,7 +326,7 @@ class NativeBackend final : public Backend {
                                             StageTimings* timings, CreateMode mode) override {
     auto t0 = Clock::now();
     ASSIGN_OR_RETURN(host::Image image, ctx_.images->Get(spec.template_name));
-    double image_s = Since(t0);
+    double image_s = SecondsSince(t0);
     ASSIGN_OR_RETURN(auto sb,
                      CreateNativeSandbox(ctx_, id, spec, image.rootfs_dir, {}, timings, mode));
     if (timings && timings->allocate >= 0) timings->allocate += image_s;

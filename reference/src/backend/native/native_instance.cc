@@ -28,10 +28,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace ip = sbx::initproto;
 
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 constexpr uint32_t kSandboxUid = 1000;  // "sandbox" in the image's /etc/passwd
 constexpr uint32_t kSandboxGid = 1000;
 
@@ -96,7 +92,7 @@ StatusOr<std::unique_ptr<Instance>> Instance::Spawn(const BackendContext& ctx,
   RETURN_IF_ERROR(in->cgroup_->SetMemoryBytes(l.memory_bytes));
   RETURN_IF_ERROR(in->cgroup_->SetPidsMax(l.pids));
   in->oom_kills_seen_ = in->cgroup_->Usage().oom_kills;
-  if (timings) timings->allocate = Since(t0);
+  if (timings) timings->allocate = SecondsSince(t0);
 
   // LC-3 initialize: clone into new namespaces; sbx-init builds the root and reports ready.
   auto t1 = Clock::now();
@@ -148,7 +144,7 @@ StatusOr<std::unique_ptr<Instance>> Instance::Spawn(const BackendContext& ctx,
     in->Teardown(nullptr);
     return ready;
   }
-  if (timings) timings->initialize = Since(t1);
+  if (timings) timings->initialize = SecondsSince(t1);
   in->client_.set_nofile(in->limits_.fds);  // RES-6, per command
   in->entrypoint_ = config.entrypoint;
   in->wasm_host_signals_ = config.wasm_host_signals;
@@ -204,10 +200,10 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec,
   const uint32_t exec_id = started->id;
   if (started->exec_errno != 0) {
     SetExecFailed(exec, started->exec_errno, &r);
-    r.stages.inject_context = Since(t_inject);
+    r.stages.inject_context = SecondsSince(t_inject);
     return r;
   }
-  r.stages.inject_context = Since(t_inject);
+  r.stages.inject_context = SecondsSince(t_inject);
 
   // LC-5 execute with the timeout armed; watch output, the exit, OOM and the disk quota.
   auto t_exec = Clock::now();
@@ -258,7 +254,7 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec,
     SignalAll(SIGKILL);
     (void)cgroup_->KillAll(2.0);
   }
-  r.seconds = Since(t_exec);
+  r.seconds = SecondsSince(t_exec);
   r.stages.execute = r.seconds;
 
   // LC-6 collect: what the pipes still hold, then usage read from the cgroup, never from inside.
@@ -303,7 +299,7 @@ StatusOr<ExecResult> Instance::Exec(const ExecSpec& exec,
     r.error_code = "cpu_limit";
   }
   if (crashed_) r.state = SandboxState::kCrashed;
-  r.stages.collect = Since(t_collect);
+  r.stages.collect = SecondsSince(t_collect);
   if (!crashed_) client_.Prespawn();  // the next command's shell, off this command's clock
   return r;
 }
@@ -356,7 +352,7 @@ void Instance::Teardown(StageTimings* timings) {
     pidfd_.Reset();
   }
   init_pid_ = -1;
-  if (timings) timings->destroy = Since(t0);
+  if (timings) timings->destroy = SecondsSince(t0);
   // LC-8 cleanup: cgroup, network namespace, directories (the mounts died with the namespace).
   auto t1 = Clock::now();
   cgroup_.reset();
@@ -367,7 +363,7 @@ void Instance::Teardown(StageTimings* timings) {
     rmdir((sbdir_ + "/root").c_str());
     rmdir(sbdir_.c_str());
   }
-  if (timings) timings->cleanup = Since(t1);
+  if (timings) timings->cleanup = SecondsSince(t1);
 }
 
 Instance::~Instance() { Teardown(nullptr); }

@@ -38,9 +38,6 @@ namespace sbx::backend {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // The cgroup2 mount points of a hybrid host (v1 controllers in use, plus a cgroup2 mount):
 // crun must not see them (common/spawn.h).
@@ -86,7 +83,7 @@ class OciSandbox final : public ContainerSandbox {
       suspended_ = false;
       return snap;
     }
-    return Since(t0);
+    return SecondsSince(t0);
   }
 
   StatusOr<double> Resume() override {
@@ -95,7 +92,7 @@ class OciSandbox final : public ContainerSandbox {
     auto t0 = Clock::now();
     RETURN_IF_ERROR(current_->cgroup()->Thaw());
     suspended_ = false;
-    return Since(t0);
+    return SecondsSince(t0);
   }
 
  private:
@@ -172,7 +169,8 @@ class OciBackend final : public Backend {
       WriteProbeCache(cache, key, {{"ok", false}, {"reason", failed.message()}});
       return failed;
     }
-    WriteProbeCache(cache, key, {{"ok", true}, {"version", version_}, {"seconds", Since(t0)}});
+    WriteProbeCache(cache, key,
+                    {{"ok", true}, {"version", version_}, {"seconds", SecondsSince(t0)}});
     return Status::Ok();
   }
 
@@ -186,7 +184,7 @@ class OciBackend final : public Backend {
                                             StageTimings* timings, CreateMode mode) override {
     auto t0 = Clock::now();
     ASSIGN_OR_RETURN(host::Image image, ctx_.images->Get(spec.template_name));
-    double image_s = Since(t0);
+    double image_s = SecondsSince(t0);
     auto sb = std::make_unique<OciSandbox>(ctx_, rt_, "oci", id, spec, image.rootfs_dir);
     RETURN_IF_ERROR(sb->Start(timings, mode));
     if (timings && timings->allocate >= 0) timings->allocate += image_s;

@@ -27,9 +27,6 @@ namespace sbx::backend {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 constexpr double kVerbTimeoutS = 30;
 
@@ -227,7 +224,7 @@ StatusOr<std::unique_ptr<Container>> Container::Start(const BackendContext& ctx,
   RETURN_IF_ERROR(c->cgroup_->SetPidsMax(l.pids));
   c->oom_kills_seen_ = c->cgroup_->Usage().oom_kills;
   RETURN_IF_ERROR(c->WriteBundle(ctx, config));
-  if (timings) timings->allocate = Since(t0);
+  if (timings) timings->allocate = SecondsSince(t0);
 
   // LC-3 initialize: the runtime creates (or restores) the container inside our cgroup.
   auto t1 = Clock::now();
@@ -296,7 +293,7 @@ StatusOr<std::unique_ptr<Container>> Container::Start(const BackendContext& ctx,
     c->Teardown(nullptr);
     return recorded;
   }
-  if (timings) timings->initialize = Since(t1);
+  if (timings) timings->initialize = SecondsSince(t1);
   return c;
 }
 
@@ -361,7 +358,7 @@ void Container::Teardown(StageTimings* timings) {
     fmt::print(stderr, "sandcheck: the shim of {} did not exit; killing it\n", cid_);
   }
   shim_ = Child();
-  if (timings) timings->destroy = Since(t0);
+  if (timings) timings->destroy = SecondsSince(t0);
   // LC-8 cleanup: cgroup, network namespace, directories (the mounts died with their
   // namespaces: on the host, rootfs/ and scratch/ are empty directories).
   auto t1 = Clock::now();
@@ -376,7 +373,7 @@ void Container::Teardown(StageTimings* timings) {
       fmt::print(stderr, "sandcheck: cannot remove {}: {}\n", dir_, std::strerror(errno));
     }
   }
-  if (timings) timings->cleanup = Since(t1);
+  if (timings) timings->cleanup = SecondsSince(t1);
 }
 
 Container::~Container() { Teardown(nullptr); }
@@ -406,7 +403,7 @@ StatusOr<std::unique_ptr<Container>> StartInstance(const BackendContext& ctx, co
     ASSIGN_OR_RETURN(net::EgressService * svc, ctx.egress());
     ASSIGN_OR_RETURN(cfg.net, svc->Attach(cfg.id, req.egress, req.hosts));
   }
-  double attach_s = Since(t0);
+  double attach_s = SecondsSince(t0);
   auto c = Container::Start(ctx, rt, std::move(cfg), timings);
   if (c.ok() && timings && timings->allocate >= 0) timings->allocate += attach_s;
   return c;

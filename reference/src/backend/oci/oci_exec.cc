@@ -23,9 +23,6 @@ namespace sbx::backend {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // A memfd holding `text` (LC-4: a command's environment and secrets never touch a disk).
 StatusOr<host::UniqueFd> MemFile(const std::string& name, const std::string& text) {
@@ -130,11 +127,11 @@ StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
   }
   if (started->exec_errno != 0) {
     SetExecFailed(exec, started->exec_errno, &r);
-    r.stages.inject_context = Since(t_inject);
+    r.stages.inject_context = SecondsSince(t_inject);
     return r;
   }
   const uint32_t id = started->id;
-  r.stages.inject_context = Since(t_inject);
+  r.stages.inject_context = SecondsSince(t_inject);
 
   // LC-5 execute with the timeout armed: output, the exit, OOM, the init, the disk quota.
   auto t_exec = Clock::now();
@@ -189,7 +186,7 @@ StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
     // RES-5: what the command left behind got SIGTERM only: SIGKILL it now.
     SignalTools(SIGKILL);
   }
-  r.seconds = Since(t_exec);
+  r.seconds = SecondsSince(t_exec);
   r.stages.execute = r.seconds;
 
   // LC-6 collect: what the pipes still hold, then usage from the cgroup, never from inside.
@@ -249,7 +246,7 @@ StatusOr<ExecResult> Container::Exec(const ExecSpec& exec,
   }
   if (crashed_) r.state = SandboxState::kCrashed;
   if (!crashed_) agent_.Prespawn();  // the next command's shell, off this command's clock
-  r.stages.collect = Since(t_collect);
+  r.stages.collect = SecondsSince(t_collect);
   return r;
 }
 

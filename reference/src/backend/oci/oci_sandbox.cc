@@ -13,9 +13,6 @@ namespace sbx::backend {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 }  // namespace
 
@@ -151,7 +148,7 @@ StatusOr<double> ContainerSandbox::Revert() {
   held_secrets_ = false;  // a fresh container from a snapshot that never held them
   ASSIGN_OR_RETURN(current_, TakeSpare());
   if (keep_spare_) ScheduleSpare();
-  return Since(t0);
+  return SecondsSince(t0);
 }
 
 Status ContainerSandbox::PutFile(const std::string& path, const std::string& content, int mode) {
