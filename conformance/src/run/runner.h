@@ -87,9 +87,34 @@ class Runner {
   // TaskSpec::foreign (foreign_calls.cc): calls on `sandbox` by other callers, each followed by
   // the owner's look; clears `sandbox` when a call took it from its owner (after a last destroy).
   bool RunForeign(ScenarioRun& run, TaskRecord& rec, std::string& sandbox);
-  // The task's calls in `sandbox` (the scenario's or the task's own).
+  // The task's calls in `sandbox` (the scenario's or the task's own), phase by phase
+  // (task_phases.cc): each phase false on an infrastructure failure (run.abort_error).
   bool RunTaskIn(ScenarioRun& run, TaskRecord& rec, size_t index, const std::string& sandbox,
                  const nlohmann::json& request);
+  struct TaskPlan {  // what the task's spec and the target's features ask of its phases
+    size_t index = 0;
+    bool reverts = false, plant_before = false, cpu = false, threads = false;
+    int64_t reference_runs = 0;
+    const nlohmann::json* then = nullptr;  // the expect check's follow-up, if any
+  };
+  TaskPlan PlanTask(const ScenarioRun& run, const TaskRecord& rec, size_t index) const;
+  void TaskProgress(const ScenarioRun& run, const TaskRecord& rec, const TaskPlan& plan,
+                    const std::string& what);
+  bool BeforeTask(ScenarioRun& run, TaskRecord& rec, const TaskPlan& plan,
+                  const std::string& sandbox, const nlohmann::json& request);
+  bool TaskCommand(ScenarioRun& run, TaskRecord& rec, const TaskPlan& plan,
+                   const std::string& sandbox, const nlohmann::json& request);
+  bool ThreadReference(ScenarioRun& run, TaskRecord& rec, const TaskPlan& plan,
+                       const std::string& sandbox, int64_t from, int64_t to);
+  bool CollectGatewayLog(ScenarioRun& run, TaskRecord& rec, const std::string& sandbox);
+  bool SuspendAndResume(ScenarioRun& run, TaskRecord& rec, const TaskPlan& plan,
+                        const std::string& sandbox);
+  bool RevertPhase(ScenarioRun& run, TaskRecord& rec, const TaskPlan& plan,
+                   const std::string& sandbox);
+  bool RecoveryPhase(ScenarioRun& run, TaskRecord& rec, const TaskPlan& plan,
+                     const std::string& sandbox);
+  bool ThenAfterRevert(ScenarioRun& run, TaskRecord& rec, const TaskPlan& plan,
+                       const std::string& sandbox);
   // cpu_throttled (SCN-5): the calibration sandbox's create and first runs (before = true), or
   // its last runs and destroy; EndCalibration destroys it (once) on any path.
   bool Calibrate(ScenarioRun& run, TaskRecord& rec, const nlohmann::json& request, bool before);
