@@ -27,7 +27,8 @@
 //   agent_main.c      boot (mounts, modules, the port), the request loop, SET_CLOCK
 //   agent_protocol.c  reply buffers, frames, request fields
 //   agent_io.c        kernel log, clocks, whole writes, small files
-//   agent_exec.c      EXEC: the request, the forked side, the wait and the result
+//   agent_exec.c      EXEC: the forked side, the wait and the result
+//   agent_exec_request.c  EXEC: the request's fields, parsed and checked
 //   agent_cgroup.c    the guest's cgroups: setup at boot, one per command
 //   agent_root.c      the /sandbox tree made read-only with tmpfs where commands write
 //   agent_net.c       CONFIGURE: eth0, routes, tmpfs sizes, hostname
@@ -105,7 +106,7 @@ struct fieldref {
   uint32_t n;
 };
 
-// An EXEC request, parsed (agent_exec.c).
+// An EXEC request, parsed (agent_exec_request.c).
 struct exec_req {
   char** argv;
   int argc;
@@ -148,6 +149,10 @@ char* field_cstr(const struct fieldref* f);
 
 // agent_cgroup.c: cgroups
 int make_cgroup(const struct exec_req* r, char* cg, size_t n);
+// agent_exec_request.c: an EXEC request's fields into *r (0), or -1 with the reason in why;
+// free_exec_req frees what parse_exec_req allocated (also after a failed parse).
+int parse_exec_req(const struct fieldref* f, int nf, struct exec_req* r, char* why, size_t wn);
+void free_exec_req(struct exec_req* r);
 void kill_cgroup(const char* cg, int remove);
 void term_cgroup(const char* cg, pid_t pid, int skip_pid);
 void setup_cgroups(void);
