@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -80,6 +81,52 @@ class BackendEnv : public ::testing::Environment {
       GTEST_SKIP() << ::sbx::backendtest::BackendEnv::skip();                       \
     }                                                                               \
   } while (0)
+
+// The calls every backend's fixture makes, on `rt_` (set in the fixture's SetUp) and its backend:
+//   class Wasm : public backendtest::BackendTest {
+//    protected:
+//     Wasm() : BackendTest("wasm") {}
+//     void SetUp() override { SBX_SKIP_UNLESS_BACKEND_RUNS("SBX_WASM_MUST_WORK"); rt_ = Env::rt();
+//     }
+//   };
+class BackendTest : public ::testing::Test {
+ protected:
+  explicit BackendTest(std::string backend) : backend_(std::move(backend)) {}
+
+  // A one-shot run of `cmd` (on `backend`, or this fixture's).
+  ExecResult Run(const std::string& cmd, Limits limits = {}, double timeout = 30,
+                 const std::string& backend = "") {
+    ExecRequest req;
+    req.sandbox.backend = backend.empty() ? backend_ : backend;
+    req.sandbox.limits = limits;
+    req.exec.command = cmd;
+    req.exec.timeout_s = timeout;
+    return rt_->Run(req);
+  }
+  // A sandbox of this fixture's backend ("" after a failed expectation).
+  std::string Create(Limits limits = {}, EgressPolicy egress = {},
+                     std::map<std::string, std::string> hosts = {}) {
+    auto id = rt_->Create(
+        SandboxSpec{.backend = backend_, .limits = limits, .egress = egress, .hosts = hosts});
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return id.ok() ? *id : "";
+  }
+  ExecResult Exec(const std::string& id, const std::string& cmd, double timeout = 30,
+                  double grace = 1) {
+    auto r = rt_->Exec(id, ExecSpec{.command = cmd, .timeout_s = timeout, .grace_s = grace});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : ExecResult{};
+  }
+  // The revert's seconds (-1 after a failed expectation).
+  double RevertSeconds(const std::string& id) {
+    auto s = rt_->Revert(id);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? *s : -1;
+  }
+
+  std::string backend_;
+  Runtime* rt_ = nullptr;
+};
 
 inline std::string Slurp(const std::string& path) {
   std::ifstream f(path);

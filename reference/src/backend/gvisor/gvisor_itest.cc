@@ -27,38 +27,13 @@ using Env = backendtest::BackendEnv;
 const auto* const kEnv =
     ::testing::AddGlobalTestEnvironment(new Env("gvisor", "namespaces, cgroups"));
 
-class Gvisor : public ::testing::Test {
+class Gvisor : public backendtest::BackendTest {
  protected:
+  Gvisor() : BackendTest("gvisor") {}
   void SetUp() override {
     SBX_SKIP_UNLESS_BACKEND_RUNS("SBX_GVISOR_MUST_WORK");
     rt_ = Env::rt();
   }
-  ExecResult Run(const std::string& cmd, Limits limits = {}, double timeout = 30,
-                 const std::string& backend = "gvisor") {
-    ExecRequest req;
-    req.sandbox.backend = backend;
-    req.sandbox.limits = limits;
-    req.exec.command = cmd;
-    req.exec.timeout_s = timeout;
-    return rt_->Run(req);
-  }
-  std::string Create(Limits limits = {}, EgressPolicy egress = {}) {
-    auto id = rt_->Create(SandboxSpec{.backend = "gvisor", .limits = limits, .egress = egress});
-    EXPECT_TRUE(id.ok()) << id.status().ToString();
-    return id.ok() ? *id : "";
-  }
-  ExecResult Exec(const std::string& id, const std::string& cmd, double timeout = 30) {
-    auto r = rt_->Exec(id, ExecSpec{.command = cmd, .timeout_s = timeout});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : ExecResult{};
-  }
-  double RevertSeconds(const std::string& id) {
-    auto s = rt_->Revert(id);
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
-    return s.ok() ? *s : -1;
-  }
-
-  Runtime* rt_ = nullptr;
 };
 
 TEST_F(Gvisor, RunsACommandAndNamesTheBackend) {

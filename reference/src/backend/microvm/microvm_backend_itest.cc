@@ -92,35 +92,13 @@ class TinyHttp {
   std::thread thread_;
 };
 
-class Microvm : public ::testing::Test {
+class Microvm : public backendtest::BackendTest {
  protected:
+  Microvm() : BackendTest("microvm") {}
   void SetUp() override {
     SBX_SKIP_UNLESS_BACKEND_RUNS("SBX_MICROVM_MUST_WORK");
     rt_ = Env::rt();
   }
-  ExecResult Run(const std::string& cmd, Limits limits = {}, double timeout = 30) {
-    ExecRequest req;
-    req.sandbox.backend = "microvm";
-    req.sandbox.limits = limits;
-    req.exec.command = cmd;
-    req.exec.timeout_s = timeout;
-    return rt_->Run(req);
-  }
-  std::string Create(Limits limits = {}, EgressPolicy egress = {},
-                     std::map<std::string, std::string> hosts = {}) {
-    auto id = rt_->Create(
-        SandboxSpec{.backend = "microvm", .limits = limits, .egress = egress, .hosts = hosts});
-    EXPECT_TRUE(id.ok()) << id.status().ToString();
-    return id.ok() ? *id : "";
-  }
-  ExecResult Exec(const std::string& id, const std::string& cmd, double timeout = 30,
-                  double grace = 1) {
-    auto r = rt_->Exec(id, ExecSpec{.command = cmd, .timeout_s = timeout, .grace_s = grace});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : ExecResult{};
-  }
-
-  Runtime* rt_ = nullptr;
 };
 
 TEST_F(Microvm, RunsACommandInTheGuestAsTheSandboxUser) {

@@ -69,8 +69,9 @@ class Runtimes : public ::testing::Environment {
 };
 const auto* const kRuntimes = ::testing::AddGlobalTestEnvironment(new Runtimes);
 
-class OciTest : public ::testing::Test {
+class OciTest : public backendtest::BackendTest {
  protected:
+  OciTest() : BackendTest("oci") {}
   static Rt* Env(const std::string& runtime) { return Runtimes::Get(runtime); }
   void Use(const std::string& runtime) {
     env_ = Env(runtime);
@@ -79,25 +80,6 @@ class OciTest : public ::testing::Test {
       GTEST_SKIP() << env_->skip;
     }
     rt_ = env_->rt.get();
-  }
-
-  ExecResult Run(const std::string& cmd, Limits limits = {}, double timeout = 30) {
-    ExecRequest req;
-    req.sandbox.backend = "oci";
-    req.sandbox.limits = limits;
-    req.exec.command = cmd;
-    req.exec.timeout_s = timeout;
-    return rt_->Run(req);
-  }
-  std::string Create(Limits limits = {}) {
-    auto id = rt_->Create(SandboxSpec{.backend = "oci", .limits = limits});
-    EXPECT_TRUE(id.ok()) << id.status().ToString();
-    return id.ok() ? *id : "";
-  }
-  ExecResult Exec(const std::string& id, const std::string& cmd, double timeout = 30) {
-    auto r = rt_->Exec(id, ExecSpec{.command = cmd, .timeout_s = timeout});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : ExecResult{};
   }
 
   // Every rule of docs/isolation.md that a tool could try to break, from inside.
@@ -217,7 +199,6 @@ class OciTest : public ::testing::Test {
   }
 
   Rt* env_ = nullptr;
-  Runtime* rt_ = nullptr;
 };
 
 // ---- crun (the default) ----------------------------------------------------------------------

@@ -26,31 +26,13 @@ using Env = backendtest::BackendEnv;
 const auto* const kEnv =
     ::testing::AddGlobalTestEnvironment(new Env("wasm", "it runs in the native isolation"));
 
-class Wasm : public ::testing::Test {
+class Wasm : public backendtest::BackendTest {
  protected:
+  Wasm() : BackendTest("wasm") {}
   void SetUp() override {
     SBX_SKIP_UNLESS_BACKEND_RUNS("SBX_WASM_MUST_WORK");
     rt_ = Env::rt();
   }
-  ExecResult Run(const std::string& cmd, Limits limits = {}, double timeout = 30) {
-    ExecRequest req;
-    req.sandbox.backend = "wasm";
-    req.sandbox.limits = limits;
-    req.exec.command = cmd;
-    req.exec.timeout_s = timeout;
-    return rt_->Run(req);
-  }
-  std::string Create(Limits limits = {}) {
-    auto id = rt_->Create(SandboxSpec{.backend = "wasm", .limits = limits});
-    EXPECT_TRUE(id.ok()) << id.status().ToString();
-    return id.ok() ? *id : "";
-  }
-  ExecResult Exec(const std::string& id, const std::string& cmd) {
-    auto r = rt_->Exec(id, {.command = cmd, .timeout_s = 30});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : ExecResult{};
-  }
-  Runtime* rt_ = nullptr;
 };
 
 TEST_F(Wasm, RunsAModulesCommandAndNamesTheBackend) {
