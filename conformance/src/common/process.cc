@@ -18,8 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string_view>
 
 namespace sandcheck {
@@ -181,8 +179,14 @@ void KillProcessesNaming(const std::string& text, double timeout_s) {
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
     pid_t pid = std::stoi(name);
     if (pid == ::getpid()) continue;
-    std::ifstream f(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // Read with read(2): a process may end while it is read, and libstdc++'s stream iterators
+    // throw on that error (ESRCH).
+    std::string cmd;
+    if (OwnedFd cf(::open((e.path() / "cmdline").c_str(), O_RDONLY | O_CLOEXEC)); cf.get() >= 0) {
+      char buf[4096];
+      for (ssize_t n; (n = ::read(cf.get(), buf, sizeof buf)) > 0;)
+        cmd.append(buf, static_cast<size_t>(n));
+    }
     if (cmd.find(text) == std::string::npos) continue;
     OwnedFd pfd(PidfdOpen(pid));
     ::kill(pid, SIGKILL);

@@ -14,11 +14,11 @@
 // asynchronously (namespace teardown, a cgroup's last task leaving): a leak never returns.
 #pragma once
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <ostream>
 #include <set>
 #include <sstream>
@@ -47,12 +47,20 @@ struct Census {
   bool operator==(const Census&) const = default;
 };
 
-namespace census_detail {
-
-inline std::string ReadWhole(const std::filesystem::path& p) {
-  std::ifstream f(p);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+// A whole file, or what could be read of it ("" when it cannot be opened). For /proc files of
+// processes that may end while they are read: libstdc++'s stream iterators throw on that read
+// error (ESRCH, "basic_filebuf::underflow"), which ended a census once.
+inline std::string ReadQuietly(const std::filesystem::path& p) {
+  std::string out;
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
 }
+
+namespace census_detail {
 
 inline size_t DirsBelow(const std::filesystem::path& root) {
   size_t n = 0;
@@ -96,7 +104,6 @@ inline std::vector<std::string> StateDirsOf(pid_t owner) {
 
 inline Census TakeCensus(const CensusOf& of = {}) {
   namespace fs = std::filesystem;
-  using census_detail::ReadWhole;
   Census c;
   const std::string pid = std::to_string(of.owner);
   const std::string state = "/run/sandcheck/" + pid + "-";
@@ -104,7 +111,7 @@ inline Census TakeCensus(const CensusOf& of = {}) {
     ++c.state_dirs;
     c.state_entries += census_detail::DirsBelow(d);
   }
-  std::istringstream mi(ReadWhole("/proc/self/mountinfo"));
+  std::istringstream mi(ReadQuietly("/proc/self/mountinfo"));
   for (std::string line; std::getline(mi, line);)
     c.mounts += line.find("sandcheck") != std::string::npos &&
                 line.find("/" + pid + "-") != std::string::npos;
@@ -113,7 +120,7 @@ inline Census TakeCensus(const CensusOf& of = {}) {
   for (const auto& e : fs::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string stat = ReadWhole(e.path() / "stat");
+    const std::string stat = ReadQuietly(e.path() / "stat");
     if (size_t rp = stat.rfind(')'); rp != std::string::npos && rp + 2 < stat.size()) {
       std::istringstream is(stat.substr(rp + 2));
       char st = 0;
@@ -121,7 +128,7 @@ inline Census TakeCensus(const CensusOf& of = {}) {
       is >> st >> ppid;
       c.children += ppid == of.owner;
     }
-    const std::string cmd = ReadWhole(e.path() / "cmdline");
+    const std::string cmd = ReadQuietly(e.path() / "cmdline");
     if (!of.marker.empty()) c.processes += cmd.find(of.marker) != std::string::npos;
     c.qemus += cmd.find("qemu-system") != std::string::npos && cmd.find(state) != std::string::npos;
     if (of.namespaces) {

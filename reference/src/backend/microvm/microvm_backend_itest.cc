@@ -44,8 +44,7 @@ pid_t ParentOf(pid_t pid) {
 // A QEMU of this process: its parent is us (unconfined) or the keeper we forked (confined: the
 // init of QEMU's PID namespace, microvm_vm.cc SpawnQemu).
 bool IsOurQemu(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
-  std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string cmd = backendtest::ReadQuietly("/proc/" + std::to_string(pid) + "/cmdline");
   if (cmd.find("qemu-system") == std::string::npos) return false;
   pid_t parent = ParentOf(pid);
   return parent == getpid() || (parent > 0 && ParentOf(parent) == getpid());
