@@ -81,6 +81,12 @@ const std::map<std::string, std::string>& Defects() {
        "/tmp, /var/tmp, /dev/shm, /run, $HOME), and keeps the sandbox: the kernel objects of its "
        "IPC namespace (System V shared memory, queues, semaphores, POSIX queues) stay (SNAP-2, "
        "LC-10); a crashed sandbox is reverted for real"},
+      {"revert-spares-hidden",
+       "revert kills every process it can see, empties every place the sandbox can write and "
+       "removes its IPC objects, and keeps the sandbox; a command that leaves processes behind "
+       "(`sbx-canary plant`) runs in the sandbox's namespaces but a PID namespace of its own, so "
+       "what it left is in no later command's process list and the revert never sees it "
+       "(SNAP-2, LC-10); a crashed sandbox is reverted for real"},
       {"memory-limit-doubled", "the memory limit applied is twice the one asked for (RES-2)"},
       {"memory-limit-halved", "the memory limit applied is half the one asked for (RES-2)"},
       {"cpu-limit-halved", "the CPU quota applied is half the one asked for (RES-1)"},
@@ -465,6 +471,20 @@ std::string DropHostHeader(const std::string& cmd) {
   return std::regex_replace(cmd, re, "");
 }
 
+// A /proc file, whole, read with read(2): a process may end mid-read (libstdc++'s stream
+// iterators throw there), and then what was read is all there is.
+std::string ProcFile(const std::string& path) {
+  std::string out;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+std::string CmdlineOf(pid_t pid) { return ProcFile(fmt::format("/proc/{}/cmdline", pid)); }
+
 // privileged: the host pid of a process the command left running in the sandbox, found by its
 // command line (a unique `sleep N`).
 pid_t FindHostPid(const std::string& want_cmdline, double wait_s) {
@@ -473,9 +493,7 @@ pid_t FindHostPid(const std::string& want_cmdline, double wait_s) {
     if (DIR* d = ::opendir("/proc")) {
       for (dirent* e; (e = ::readdir(d)) != nullptr;) {
         if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
-        std::ifstream in(fmt::format("/proc/{}/cmdline", e->d_name), std::ios::binary);
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (text == want_cmdline) {
+        if (ProcFile(fmt::format("/proc/{}/cmdline", e->d_name)) == want_cmdline) {
           pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
           ::closedir(d);
           return pid;
@@ -490,8 +508,7 @@ pid_t FindHostPid(const std::string& want_cmdline, double wait_s) {
 
 // The PATH a process of the sandbox has (so the privileged command finds the same tools).
 std::string PathOf(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/environ", pid), std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = ProcFile(fmt::format("/proc/{}/environ", pid));
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\0', pos);
@@ -617,8 +634,9 @@ std::string NsLink(pid_t pid, const char* kind) {
 
 // timeout-spares-daemons: what its timeouts left running are processes of the host's PID
 // namespace in the sandbox's mount namespace `mnt_ns`; killed at the next revert or destroy (the
-// defect is in the timeout only, and the self-test leaves nothing behind).
-void KillSpared(const std::string& mnt_ns) {
+// defect is in the timeout only, and the self-test leaves nothing behind). With `only`, just the
+// processes whose command line holds that word (revert-spares-hidden: the socket holders).
+void KillSpared(const std::string& mnt_ns, const std::string& only = "") {
   if (mnt_ns.empty()) return;
   const std::string host_pid_ns = NsLink(0, "pid");
   for (int pass = 0; pass < 3; ++pass) {
@@ -628,7 +646,8 @@ void KillSpared(const std::string& mnt_ns) {
     while (dirent* e = ::readdir(d)) {
       pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
       if (pid <= 1 || pid == ::getpid()) continue;
-      if (NsLink(pid, "mnt") == mnt_ns && NsLink(pid, "pid") == host_pid_ns) {
+      if (NsLink(pid, "mnt") == mnt_ns && NsLink(pid, "pid") == host_pid_ns &&
+          (only.empty() || CmdlineOf(pid).find(only) != std::string::npos)) {
         ::kill(pid, SIGKILL);
         ++found;
       }
@@ -1320,6 +1339,19 @@ int main(int argc, char** argv) {
       std::cout << ExecJson(a).dump() << "\n";
       return 0;
     }
+    if (has("revert-spares-hidden") && cmd.rfind("sbx-canary plant ", 0) == 0) {
+      // Outside the sandbox's PID namespace (the host's, where its /proc cannot list it), in
+      // every other namespace of the sandbox, as its user: what the plant leaves running is
+      // hidden from the sandbox's own process list, and so from the revert's kill.
+      std::string mnt_ns;
+      ExecAnswer a = ExecEntered(rt, id, cmd, timeout, {"-m", "-u", "-i", "-n", "-r", "-w"},
+                                 nullptr, true, &mnt_ns);
+      st["plant"] = cmd;
+      st["hidden_mnt_ns"] = mnt_ns;
+      state.Save(outer, st);
+      std::cout << ExecJson(a).dump() << "\n";
+      return 0;
+    }
     if (has("shared-tmp-live") && cmd.find("sbx-canary") != std::string::npos) {
       // The commands that plant and look for canaries see the one shared /tmp.
       const std::string dir = SharedTmpDir(state);
@@ -1469,6 +1501,13 @@ int main(int argc, char** argv) {
     for (const auto& e : std::filesystem::directory_iterator(SharedTmpDir(state), ec))
       std::filesystem::remove_all(e.path(), ec);
   }
+  if (st.contains("hidden_mnt_ns") &&
+      (op == "destroy" || (op == "revert" && st.value("crashed", false)))) {
+    // revert-spares-hidden: the self-test leaves nothing behind (a real revert or the destroy).
+    KillSpared(st["hidden_mnt_ns"].get<std::string>());
+    st.erase("hidden_mnt_ns");
+    if (op == "revert") state.Save(outer, st);
+  }
   if (st.contains("spared_mnt_ns") && (op == "revert" || op == "destroy")) {
     KillSpared(st["spared_mnt_ns"].get<std::string>());
     st.erase("spared_mnt_ns");
@@ -1482,6 +1521,30 @@ int main(int argc, char** argv) {
     if (has("partial-revert") && !st.value("crashed", false)) {
       ExecAnswer a = Must(rt.Exec(id, "rm -rf /work/*", 10), "revert (partial)");
       if (a.status != "ok") Die(1, "internal", "partial revert failed: " + a.stderr_text);
+      std::cout << json{{"seconds", a.seconds >= 0 ? a.seconds : 0.0}}.dump() << "\n";
+      return 0;
+    }
+    if (has("revert-spares-hidden") && !st.value("crashed", false)) {
+      // What it can see: the sandbox's PID namespace (kill -9 -1), the places it can write, and
+      // the IPC objects of its namespace (the canary tool's own clean-up stands in for a fresh
+      // IPC namespace; it also kills the holders it can list, which are none).
+      std::string tidy;
+      static const std::regex planted(R"(sbx-canary plant ([A-Za-z0-9]+))");
+      std::smatch m;
+      const std::string plant = st.value("plant", "");
+      if (std::regex_search(plant, m, planted))
+        tidy = fmt::format("sbx-canary check {} 0 >/dev/null 2>&1; ", m[1].str());
+      ExecAnswer a =
+          Must(rt.Exec(id,
+                       tidy + "kill -9 -1 2>/dev/null; for d in /work /tmp /var/tmp /dev/shm /run "
+                              "\"$HOME\"; do find \"$d\" -mindepth 1 -maxdepth 1 -exec rm -rf {} + "
+                              "2>/dev/null; done; true",
+                       10),
+               "revert (what it can see)");
+      if (a.status != "ok") Die(1, "internal", "revert (what it can see) failed: " + a.stderr_text);
+      // Standing in for a network namespace renewed at the revert: the sockets the hidden
+      // processes hold are no longer the sandbox's (their holders go; nothing else does).
+      KillSpared(st.value("hidden_mnt_ns", ""), "listen");
       std::cout << json{{"seconds", a.seconds >= 0 ? a.seconds : 0.0}}.dump() << "\n";
       return 0;
     }
