@@ -154,6 +154,11 @@ const std::map<std::string, std::string>& Defects() {
        "a command that reaches for the host's files runs with the host's root bound in and only "
        "/tmp and /var/tmp made private (fresh tmpfs), in the sandbox's PID, network, IPC and UTS "
        "namespaces, as the sandbox's user: the host's /run and /dev/shm show (FS-1)"},
+      {"cgroup-parent-writable",
+       "the sandbox sees its cgroup tree, and one level too many is delegated to it: a command "
+       "that looks (`sbx-probe`) runs in a cgroup holding the sandbox's pids limit whose parent's "
+       "cgroup.procs its user may write, so it could move itself out of the limit (RES-4, FS-1); "
+       "no limit file of its own cgroup is writable, and it holds no capability"},
       {"wrong-workdir",
        "commands run in /tmp instead of /work (LC-5): /work stays empty whatever "
        "they write"},
@@ -845,7 +850,101 @@ int EnterSharedTmp(pid_t pid, const std::string& dir, const std::string& cmd) {
   return ShellInChild(uid, gid, "/work", cmd, fail, false);
 }
 
+// The path of `pid`'s cgroup in the cgroup v1 hierarchy `ctrl` ("pids"), from /proc/PID/cgroup,
+// or "" if it has none there.
+std::string CgroupOf(pid_t pid, const std::string& ctrl) {
+  std::istringstream in(ProcFile(fmt::format("/proc/{}/cgroup", pid)));
+  for (std::string line; std::getline(in, line);) {
+    size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::istringstream ctrls(line.substr(a + 1, b - a - 1));
+    for (std::string c; std::getline(ctrls, c, ',');)
+      if (c == ctrl) return line.substr(b + 1);
+  }
+  return "";
+}
+
+bool WriteFile(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+// cgroup-parent-writable, the process that runs the command: what a runtime that shows its
+// sandboxes their cgroup tree and delegates one level too many gives them. In the pids
+// hierarchy, below the sandbox's cgroup (`pid`'s), it makes defect-parent/defect-child, gives
+// defect-child the sandbox's pids.max (the cgroup that holds the limit) and hands
+// defect-parent's cgroup.procs to the sandbox's user (the way out of it); the command runs in
+// defect-child, in the sandbox's namespaces (a mount namespace of its own below the sandbox's,
+// with the host's /sys/fs/cgroup on /sys/fs/cgroup), as the sandbox's user. Both cgroups go when
+// the command ends; the sandbox's own cgroup above them still holds its limit throughout.
+int EnterCgroupfs(pid_t pid, const std::string& cmd) {
+  auto fail = [](const char* what) {
+    std::fprintf(stderr, "defect cgroup-parent-writable: %s: %s\n", what, std::strerror(errno));
+    return 125;
+  };
+  auto [uid, gid] = IdsOf(pid);
+  const std::string root = "/sys/fs/cgroup/pids";
+  const std::string sandbox_cg = CgroupOf(pid, "pids");
+  const std::string mine = CgroupOf(::getpid(), "pids");
+  if (sandbox_cg.empty() || sandbox_cg == "/") {
+    errno = ENOENT;
+    return fail("the sandbox has no pids cgroup of its own");
+  }
+  const std::string parent = root + sandbox_cg + "/defect-parent";
+  const std::string child = parent + "/defect-child";
+  if (::mkdir(parent.c_str(), 0755) != 0 || ::mkdir(child.c_str(), 0755) != 0)
+    return fail("mkdir defect-parent/defect-child");
+  auto remove = [&] {
+    WriteFile(root + mine + "/cgroup.procs", std::to_string(::getpid()));
+    ::rmdir(child.c_str());
+    ::rmdir(parent.c_str());
+  };
+  const std::string limit = ProcFile(root + sandbox_cg + "/pids.max");
+  if (limit.empty() || !WriteFile(child + "/pids.max", limit) ||
+      ::chown((parent + "/cgroup.procs").c_str(), static_cast<uid_t>(uid),
+              static_cast<gid_t>(gid)) != 0 ||
+      !WriteFile(child + "/cgroup.procs", std::to_string(::getpid()))) {
+    int e = errno;
+    remove();
+    errno = e;
+    return fail("set up defect-parent/defect-child");
+  }
+  // The command in a child (in the sandbox's namespaces); the clean-up here, in the host's.
+  pid_t runner = ::fork();
+  if (runner < 0) {
+    int e = errno;
+    remove();
+    errno = e;
+    return fail("fork");
+  }
+  if (runner == 0) {
+    int tree =
+        ::open_tree(AT_FDCWD, "/sys/fs/cgroup", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    const char* refused = nullptr;
+    if (tree < 0) _exit(fail("open_tree /sys/fs/cgroup"));
+    if (!JoinNamespaces(pid, {"ipc", "uts", "net", "pid", "mnt"}, &refused)) _exit(fail(refused));
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+      _exit(fail("a mount namespace of its own"));
+    if (::mount("tmpfs", "/sys", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0 ||
+        ::mkdir("/sys/fs", 0755) != 0 || ::mkdir("/sys/fs/cgroup", 0755) != 0 ||
+        ::move_mount(tree, "", AT_FDCWD, "/sys/fs/cgroup", MOVE_MOUNT_F_EMPTY_PATH) != 0)
+      _exit(fail("the host's /sys/fs/cgroup on /sys/fs/cgroup"));
+    _exit(ShellInChild(uid, gid, "/work", cmd, fail, false));
+  }
+  int status = 0;
+  while (::waitpid(runner, &status, 0) < 0 && errno == EINTR) {
+  }
+  remove();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--enter-cgroupfs")
+    return EnterCgroupfs(static_cast<pid_t>(std::atol(argv[2])), argv[3]);
   if (argc == 4 && std::string(argv[1]) == "--enter-hidepid")
     return EnterHidepid(static_cast<pid_t>(std::atol(argv[2])), argv[3]);
   if (argc == 4 && std::string(argv[1]) == "--enter-host-root")
@@ -1304,6 +1403,13 @@ int main(int argc, char** argv) {
       // in every namespace of the sandbox but its network namespace, as the sandbox's user.
       std::vector<std::string> flags = {"-m", "-u", "-i", "-p", "-r", "-w"};
       std::cout << ExecJson(ExecEntered(rt, id, cmd, timeout, flags, nullptr, true)).dump() << "\n";
+      return 0;
+    }
+    if (has("cgroup-parent-writable") && cmd.rfind("sbx-probe", 0) == 0) {
+      // The probe sees its cgroup tree, with the parent of the cgroup that holds its limit
+      // handed to it (EnterCgroupfs).
+      std::cout << ExecJson(ExecEntered(rt, id, cmd, timeout, {}, "--enter-cgroupfs")).dump()
+                << "\n";
       return 0;
     }
     if (has("host-root-private-tmp") && cmd.find("sandcheck-canary-") != std::string::npos) {

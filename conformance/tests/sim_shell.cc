@@ -377,9 +377,13 @@ std::string ProbeJson(Sandbox& sb, const std::vector<std::string>& w) {
   // What could undo the isolation: root on the host, or a privileged container, has it all.
   bool privileged = host || Has(sb, "privileged");
   j["cap_eff"] = privileged ? "000001ffffffffff" : "0000000000000000";
-  j["escape"] = {{"proc_sys_kernel", privileged}, {"sysrq_trigger", false},
-                 {"own_cgroup_limits", privileged}, {"block_devices", host ? 10 : 0},
-                 {"kmsg_readable", privileged}, {"userns", false}};
+  j["escape"] = {{"proc_sys_kernel", privileged},
+                 {"sysrq_trigger", false},
+                 {"own_cgroup_limits", privileged},
+                 {"parent_cgroup_procs", privileged},
+                 {"block_devices", host ? 10 : 0},
+                 {"kmsg_readable", privileged},
+                 {"userns", false}};
   return j.dump() + "\n";
 }
 

@@ -411,3 +411,36 @@ def test_over_the_execution_api(tmp_path, mirror):
     token = r.report["environment"]["fixtures"]["harness"]["values"]["token"]
     assert any(b.get("secrets") == {"SANDCHECK_SECRET": f"s-{token}"} for b in creates)
     assert any("env" in b for b in creates)
+
+
+def host_files_stdout(r):
+    task = next(t for s in r.report["scenarios"] for t in s["tasks"] if t["id"] == "host-files")
+    return next(s for s in task["steps"] if s["phase"] == "task")["stdout_tail"]
+
+
+def test_home_canary_where_other_users_may_pass(tmp_path, mirror):
+    """FS-1: the harness's $HOME is one more place a sandbox must not see, where a file there is
+    kept out by isolation, not by its permissions: planted when every directory down to $HOME
+    lets other users through, else a reason in the report (CI's /root is mode 0700)."""
+    home = pathlib.Path("/var/tmp") / f"sandcheck-home-{os.getpid()}"
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)
+    try:
+        r = sim(tmp_path, mirror, faults="no-isolation", scenarios=["isolation"], env={"HOME": str(home)})
+        values = r.report["environment"]["fixtures"]["harness"]["values"]
+        assert values["canary_home"].startswith(str(home) + "/sandcheck-canary-"), values
+        assert "canary_home_not_planted" not in values, values
+        # A sandbox that sees the host read all five canaries, the one in $HOME too.
+        assert host_files_stdout(r).count(values["canary_content"]) == 5, host_files_stdout(r)
+        assert "isolation/host-files-hidden" in r.failing()
+        assert list(home.iterdir()) == []  # removed at the end of the run
+        closed = tmp_path / "closed-home"
+        closed.mkdir(mode=0o700)
+        closed.chmod(0o700)
+        r = sim(tmp_path, mirror, scenarios=["isolation"], env={"HOME": str(closed)}, name="closed")
+        values = r.report["environment"]["fixtures"]["harness"]["values"]
+        assert "mode 0700" in values["canary_home_not_planted"], values
+        assert not os.path.exists(values["canary_home"])
+        assert r.by_id["isolation/host-files-hidden"]["outcome"] == "pass"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -56,6 +56,27 @@ sbx::Status Plant(const std::string& path, const std::string& content) {
   return sbx::Status::Ok();
 }
 
+// Whether every directory from / down to `dir` lets other users through (o+x), so that a file
+// there is kept from a sandbox's user by isolation alone, not by permissions; "" if so, else why.
+std::string ClosedToOthers(const std::string& dir) {
+  if (dir.empty() || dir[0] != '/') return "$HOME is not an absolute path";
+  std::string at;
+  size_t i = 0;
+  do {
+    size_t next = dir.find('/', i + 1);
+    at = dir.substr(0, next == std::string::npos ? dir.size() : next);
+    struct stat st {};
+    if (::stat(at.empty() ? "/" : at.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return fmt::format("{} is not a directory", at);
+    if (!(st.st_mode & S_IXOTH))
+      return fmt::format("{} (mode {:04o}) does not let other users through: file permissions, "
+                         "not isolation, would keep a sandbox's user out, which proves nothing",
+                         at, st.st_mode & 07777);
+    i = next;
+  } while (i != std::string::npos && i + 1 < dir.size());
+  return "";
+}
+
 }  // namespace
 
 sbx::StatusOr<HarnessValues> HarnessValues::Make(const std::set<std::string>& used, bool local,
@@ -76,7 +97,7 @@ sbx::StatusOr<HarnessValues> HarnessValues::Make(const std::set<std::string>& us
   }
   bool canaries = local && (used.count("canary_tmp") || used.count("canary_var_tmp") ||
                             used.count("canary_run") || used.count("canary_dev_shm") ||
-                            used.count("canary_content"));
+                            used.count("canary_home") || used.count("canary_content"));
   if (canaries) {
     std::string content = "sandcheck-canary-" + RandomHex(16);
     std::string name = fmt::format("{}{}-{}", kCanaryPrefix, ::getpid(), RandomHex(4));
@@ -92,6 +113,22 @@ sbx::StatusOr<HarnessValues> HarnessValues::Make(const std::set<std::string>& us
       h.canaries_.push_back(path);
       h.values_[key] = path;
     }
+    // The harness's $HOME, where it is open to other users; else a path there that does not
+    // exist (the command's `cat` then reads nothing either way), and the reason, in the report.
+    const char* home_env = std::getenv("HOME");
+    std::string home = home_env ? home_env : "";
+    while (home.size() > 1 && home.back() == '/') home.pop_back();
+    std::string why = ClosedToOthers(home);
+    std::string path = fmt::format("{}/{}", home, name);
+    if (why.empty()) {
+      SweepStaleCanaries(home);
+      RETURN_IF_ERROR(Plant(path, content));
+      h.canaries_.push_back(path);
+    } else {
+      h.values_["canary_home_not_planted"] = why;
+      if (home.empty() || home[0] != '/') path = "/nonexistent/" + name;
+    }
+    h.values_["canary_home"] = path;
   }
   return h;
 }

@@ -129,6 +129,10 @@ const std::vector<HarnessValueSpec>& HarnessValueSpecs() {
       {"canary_var_tmp", true, "the same in its host's /var/tmp"},
       {"canary_run", true, "the same in its host's /run"},
       {"canary_dev_shm", true, "the same in its host's /dev/shm"},
+      {"canary_home", true,
+       "the same in the harness's $HOME, where every directory down to it lets "
+       "other users through; else a path there that does not exist, and the reason in the "
+       "report's harness values (canary_home_not_planted)"},
       {"canary_content", true, "what the canary files hold (random per run)"},
       {"env_canary", true,
        "a random value the harness puts in its own environment as SANDCHECK_HOST_CREDENTIAL "
