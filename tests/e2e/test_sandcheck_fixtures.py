@@ -149,3 +149,28 @@ def test_progress_line_on_a_terminal(tmp_path):
     assert "[6/6] memory hog on a 256 MiB limit" in err
     assert err.endswith("\r\x1b[K")  # the line is cleared before the summary
     assert b"\x1b[K" not in p.stdout  # stdout stays a clean log
+
+
+def probe(*prefix):
+    r = subprocess.run([*prefix, str(BUILD / "tools" / "sbx-probe")], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r
+    import json
+    return json.loads(r.stdout.splitlines()[0])
+
+
+def test_probe_counts_kernel_threads_apart():
+    """A VM guest's /proc lists its kernel's threads (kthreadd, ksoftirqd, ...): the probe
+    counts them apart from processes, so isolation/pid-namespace's "a handful of processes"
+    does not fail a correct VM-class runtime (docs/sandcheck.md, "VM-class runtimes"). Here the
+    host's PID namespace stands in for a guest's: it shows kernel threads; a PID namespace of
+    its own shows none, and the probe alone."""
+    host = probe()
+    assert host["kernel_threads_visible"] > 0, host
+    listed = sum(1 for d in pathlib.Path("/proc").iterdir() if d.name.isdigit())
+    # Processes come and go between the two counts: the sum is about what /proc listed.
+    assert abs(host["procs_visible"] + host["kernel_threads_visible"] - listed) < 20, (host, listed)
+    assert host["procs_visible"] < listed
+    own = probe("unshare", "--pid", "--fork", "--mount-proc")
+    assert own["kernel_threads_visible"] == 0, own
+    assert own["procs_visible"] == 1, own

@@ -455,6 +455,21 @@ TEST_F(SixTask, MemoryPeakReportedByTheTargetMustBeTheLimit) {
   EXPECT_NE(Result("memory-limit").reason.find("peak of 512 MiB"), std::string::npos);
 }
 
+// A correct VM-class runtime that reports its VMM's resident memory as the peak: above the
+// limit by the guest's kernel and the VMM, which says nothing of the guest's limit (a pass);
+// below the limit it still fails, and without the scope the same figure fails.
+TEST_F(SixTask, VmmPeakAboveTheLimitIsNotHeldAgainstAVm) {
+  task("memory").task->answer.extra["usage"] = {{"memory_peak_bytes", 330 << 20},
+                                                {"memory_peak_scope", "vmm"}};
+  EXPECT_EQ(Failing(), std::set<std::string>{});
+  EXPECT_NE(Result("memory-limit").reason.find("VMM's resident memory"), std::string::npos);
+  task("memory").task->answer.extra["usage"] = {{"memory_peak_bytes", 100 << 20},
+                                                {"memory_peak_scope", "vmm"}};
+  EXPECT_EQ(Failing(), std::set<std::string>{"memory-limit"});
+  task("memory").task->answer.extra["usage"] = {{"memory_peak_bytes", 330 << 20}};
+  EXPECT_EQ(Failing(), std::set<std::string>{"memory-limit"});
+}
+
 // RES-8: the answer says resource_exceeded / CRASHED, but the shell ran on (v1 killed one
 // process): the sandbox was not ended.
 TEST_F(SixTask, ShellRunningOnAfterTheBreachFails) {
