@@ -28,6 +28,13 @@ std::string NfrMarkdownTable(const nlohmann::json& report);
 // run/command_lines.h's CommandLinesJson, the warm exec against the runtime CLI, issue 16's goals.
 std::string CommandLinesMarkdown(const nlohmann::json& command_lines);
 
+// comparison.md of `sandcheck compare`: the machine, then per latency target every runtime's
+// p50/p95 against ours and the floor, then the command-line table. `c` is the comparison JSON.
+std::string ComparisonMarkdown(const nlohmann::json& c, const nlohmann::json& host,
+                               double when_unix);
+// comparison.html: the CDFs of every target and of the command lines, and `markdown` as text.
+std::string ComparisonHtml(const nlohmann::json& c, const std::string& markdown);
+
 // Checks the fields the renderers rely on (a light subset of the schema).
 sbx::Status CheckReportShape(const nlohmann::json& report);
 
