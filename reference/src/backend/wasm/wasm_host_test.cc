@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -122,6 +123,17 @@ TEST_F(WasmHost, FilesLiveInTheOnePreopenedDirectory) {
   EXPECT_NE(o.out.find("a.txt\n"), std::string::npos);
 }
 
+// path_rename and path_link, each in two parent directories beneath /work.
+TEST_F(WasmHost, RenameAndLinkWithinWork) {
+  auto o = Run("mvln");
+  EXPECT_TRUE(Exited(o, 0)) << o.Describe();
+  EXPECT_EQ(o.out, "moved and linked\n");
+  EXPECT_FALSE(fs::exists(work_ + "/mvln-a"));
+  struct stat st {};
+  ASSERT_EQ(::stat((work_ + "/mvln-c").c_str(), &st), 0);
+  EXPECT_EQ(st.st_nlink, 2u);  // mvln-b and mvln-c: one file
+}
+
 TEST_F(WasmHost, EveryWayOutOfWorkIsRefused) {
   // The fixture tries absolute paths, `..`, /proc, and absolute and relative symlinks out (and
   // creating files and directories past /work): each must fail.
@@ -131,6 +143,10 @@ TEST_F(WasmHost, EveryWayOutOfWorkIsRefused) {
   EXPECT_EQ(o.out.find("LEAK"), std::string::npos) << o.out;
   EXPECT_FALSE(fs::exists(root_ + "/escape-marker"));
   EXPECT_FALSE(fs::exists(root_ + "/escape-dir"));
+  EXPECT_NE(o.out.find("blocked link to /work/../escape-link"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("blocked rename to /work/../escape-renamed"), std::string::npos) << o.out;
+  EXPECT_FALSE(fs::exists(root_ + "/escape-link"));
+  EXPECT_FALSE(fs::exists(root_ + "/escape-renamed"));
   // A symlink planted by someone else (in the image or by an earlier tool) does not lead out.
   fs::create_symlink(root_ + "/secret", work_ + "/planted");
   fs::create_symlink("../secret", work_ + "/planted-rel");

@@ -155,10 +155,11 @@ uint32_t Z_wasi_snapshot_preview1Z_path_unlink_file(W* w, uint32_t dirfd, uint32
   SBX_IMPORT_SCOPE;
   return AtParent(w, dirfd, path, len, UnlinkIn);
 }
-uint32_t Z_wasi_snapshot_preview1Z_path_rename(W* w, uint32_t fd, uint32_t old_path,
-                                               uint32_t old_len, uint32_t new_fd, uint32_t new_path,
-                                               uint32_t new_len) {
-  SBX_IMPORT_SCOPE;
+/* A call from the last component of one path to the last component of another, each made in
+ * its own parent (ParentOf): rename, link. */
+static uint32_t AtTwoParents(W* w, uint32_t fd, uint32_t old_path, uint32_t old_len,
+                             uint32_t new_fd, uint32_t new_path, uint32_t new_len,
+                             int (*op)(int pa, const char* la, int pb, const char* lb)) {
   char a[MAX_PATH], b[MAX_PATH];
   uint32_t e = Path(w, old_path, old_len, a);
   if (!e) e = Path(w, new_path, new_len, b);
@@ -171,34 +172,30 @@ uint32_t Z_wasi_snapshot_preview1Z_path_rename(W* w, uint32_t fd, uint32_t old_p
     close(pa);
     return e;
   }
-  int r = renameat(pa, la, pb, lb);
+  int r = op(pa, la, pb, lb);
   int err = errno;
   close(pa);
   close(pb);
   return r == 0 ? 0 : Werr(err);
+}
+static int RenameIn(int pa, const char* la, int pb, const char* lb) {
+  return renameat(pa, la, pb, lb);
+}
+static int LinkIn(int pa, const char* la, int pb, const char* lb) {
+  return linkat(pa, la, pb, lb, 0); /* never follows: a link to a symlink is a link to it */
+}
+uint32_t Z_wasi_snapshot_preview1Z_path_rename(W* w, uint32_t fd, uint32_t old_path,
+                                               uint32_t old_len, uint32_t new_fd, uint32_t new_path,
+                                               uint32_t new_len) {
+  SBX_IMPORT_SCOPE;
+  return AtTwoParents(w, fd, old_path, old_len, new_fd, new_path, new_len, RenameIn);
 }
 uint32_t Z_wasi_snapshot_preview1Z_path_link(W* w, uint32_t fd, uint32_t lookup, uint32_t old_path,
                                              uint32_t old_len, uint32_t new_fd, uint32_t new_path,
                                              uint32_t new_len) {
   SBX_IMPORT_SCOPE;
   (void)lookup;
-  char a[MAX_PATH], b[MAX_PATH];
-  uint32_t e = Path(w, old_path, old_len, a);
-  if (!e) e = Path(w, new_path, new_len, b);
-  if (e) return e;
-  const char *la, *lb;
-  int pa = ParentOf(w, fd, a, &la, &e);
-  if (pa < 0) return e;
-  int pb = ParentOf(w, new_fd, b, &lb, &e);
-  if (pb < 0) {
-    close(pa);
-    return e;
-  }
-  int r = linkat(pa, la, pb, lb, 0); /* never follows: a link to a symlink is a link to it */
-  int err = errno;
-  close(pa);
-  close(pb);
-  return r == 0 ? 0 : Werr(err);
+  return AtTwoParents(w, fd, old_path, old_len, new_fd, new_path, new_len, LinkIn);
 }
 uint32_t Z_wasi_snapshot_preview1Z_path_symlink(W* w, uint32_t old_path, uint32_t old_len,
                                                 uint32_t dirfd, uint32_t new_path,
